@@ -1,0 +1,438 @@
+"""Loading, validating, expanding and composing config files.
+
+Every problem is reported as a :class:`~ootest.errors.Problem` with the file,
+line and column, the key path, what was expected and what was found. All
+problems of a file are collected before raising, so one run of
+``ootest config validate`` lists them all.
+"""
+
+from __future__ import annotations
+
+import difflib
+import glob
+import importlib.util
+import os
+import re
+import subprocess
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError
+
+from ootest.config.model import (
+    MODES,
+    Document,
+    FileEntry,
+    GlobalCaps,
+    TestEntry,
+    TestSuiteConfig,
+)
+from ootest.config.names import NamePattern, NameSyntaxError
+from ootest.errors import ConfigError, Problem
+
+_VAR = re.compile(r"\$\{([^}]*)\}")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+Loc = tuple[int | str, ...]
+
+
+@dataclass
+class ResolvedFile:
+    """One test file of the config after expansion (a glob gives several)."""
+
+    path: Path
+    entry: FileEntry
+    patterns: list[tuple[TestEntry, list[NamePattern]]]
+
+
+@dataclass
+class Config:
+    """A loaded, composed and expanded config: what the plugin and runner use."""
+
+    source: Path
+    suite: TestSuiteConfig
+    files: list[ResolvedFile] = field(default_factory=list)
+    relay: dict[str, Any] | None = None
+    warnings: list[Problem] = field(default_factory=list)
+
+    def file_for(self, path: Path) -> ResolvedFile | None:
+        key = _norm(path)
+        for f in self.files:
+            if _norm(f.path) == key:
+                return f
+        return None
+
+
+def _norm(p: Path) -> str:
+    return os.path.normcase(os.path.realpath(p))
+
+
+# ----------------------------------------------------------------- positions
+def _position(root: Any, loc: Loc, *, key: bool = False) -> tuple[int, int]:
+    """1-based (line, col) of the node at ``loc``; the deepest known node on failure."""
+    node = root
+    best = (1, 1)
+    for part in loc:
+        if isinstance(node, CommentedMap) and part in node:
+            ln, col = node.lc.key(part) if key or not _is_scalar(node[part]) else node.lc.value(part)
+            best = (ln + 1, col + 1)
+            node = node[part]
+        elif isinstance(node, CommentedSeq) and isinstance(part, int) and part < len(node):
+            ln, col = node.lc.item(part)
+            best = (ln + 1, col + 1)
+            node = node[part]
+        else:
+            break
+    return best
+
+
+def _is_scalar(v: Any) -> bool:
+    return not isinstance(v, (CommentedMap, CommentedSeq))
+
+
+def _key_path(loc: Loc) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+# --------------------------------------------------- schema walk for messages
+def _model_at(loc: Loc) -> type[BaseModel] | None:
+    """The pydantic model that owns the mapping at ``loc`` (for 'expected keys')."""
+    model: Any = Document
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+        fld = next(
+            (f for n, f in model.model_fields.items() if (f.alias or n) == part),
+            None,
+        )
+        if fld is None:
+            return None
+        model = _unwrap(fld.annotation)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _unwrap(tp: Any) -> Any:
+    while True:
+        origin = typing.get_origin(tp)
+        if origin in (list, typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+            if models:
+                tp = models[0]
+                continue
+            lists = [a for a in args if typing.get_origin(a) is list]
+            if lists:
+                tp = lists[0]
+                continue
+            return args[0] if args else tp
+        if origin is dict:
+            return typing.get_args(tp)[1]
+        return tp
+
+
+def _yaml_type(v: Any) -> str:
+    if isinstance(v, CommentedMap | dict):
+        return "a mapping"
+    if isinstance(v, CommentedSeq | list):
+        return "a list"
+    if v is None:
+        return "nothing (null)"
+    if isinstance(v, bool):
+        return f"a boolean ({v})"
+    if isinstance(v, int | float):
+        return f"a number ({v})"
+    return f"{v!r}"
+
+
+def _describe(err: Any, loc: Loc) -> str:
+    typ = err["type"]
+    found = err.get("input")
+    if typ == "extra_forbidden":
+        name = str(loc[-1])
+        model = _model_at(loc[:-1])
+        allowed = sorted((f.alias or n) for n, f in model.model_fields.items()) if model else []
+        hint = difflib.get_close_matches(name, allowed, n=1)
+        msg = f"unknown key {name!r}"
+        if allowed:
+            msg += f"; expected one of: {', '.join(allowed)}"
+        if hint:
+            msg += f". Did you mean {hint[0]!r}?"
+        return msg
+    if typ == "missing":
+        return f"missing required key {loc[-1]!r}"
+    if typ == "literal_error":
+        expected = err.get("ctx", {}).get("expected", "")
+        msg = f"expected one of {expected}; found {_yaml_type(found)}"
+        if isinstance(found, str):
+            hint = difflib.get_close_matches(found, MODES, n=1)
+            if hint:
+                msg += f". Did you mean {hint[0]!r}?"
+        return msg
+    if typ in ("list_type", "too_short"):
+        if typ == "too_short":
+            return f"expected a non-empty list; found {_yaml_type(found)}"
+        return f"expected a list; found {_yaml_type(found)}"
+    if typ in ("model_type", "model_attributes_type", "dict_type"):
+        return f"expected a mapping; found {_yaml_type(found)}"
+    if typ == "string_type":
+        return f"expected a string; found {_yaml_type(found)}"
+    if typ in ("bool_type", "bool_parsing"):
+        return f"expected true or false; found {_yaml_type(found)}"
+    if typ in ("float_type", "float_parsing", "int_type", "int_parsing"):
+        return f"expected a number; found {_yaml_type(found)}"
+    if typ in ("greater_than", "greater_than_equal"):
+        return f"expected a number {err['msg'].split('should be ', 1)[-1]}; found {found!r}"
+    if typ == "value_error":
+        return str(err["msg"]).removeprefix("Value error, ")
+    return f"{err['msg']}; found {_yaml_type(found)}"
+
+
+# ----------------------------------------------------------------- read YAML
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            [Problem(str(path), 0, 0, "", "config file not found; check the path")]
+        ) from None
+    except OSError as e:
+        raise ConfigError([Problem(str(path), 0, 0, "", f"cannot read: {e.strerror}")]) from None
+    yaml = YAML(typ="rt")
+    try:
+        data = yaml.load(text)
+    except MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+        what = (e.problem or "invalid YAML").strip()
+        raise ConfigError(
+            [Problem(str(path), line, col, "", f"YAML syntax error: {what}; fix the syntax")]
+        ) from None
+    if not isinstance(data, CommentedMap):
+        raise ConfigError(
+            [
+                Problem(
+                    str(path),
+                    1,
+                    1,
+                    "",
+                    f"expected a mapping with key 'test_suite_config'; found {_yaml_type(data)}",
+                )
+            ]
+        )
+    return data
+
+
+def _validate(path: Path, data: Any) -> Document:
+    try:
+        doc = Document.model_validate(data)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            loc: Loc = tuple(err["loc"])
+            # pydantic reports union members and 'function-before' steps in loc; drop them.
+            loc = tuple(p for p in loc if not (isinstance(p, str) and "[" in p))
+            line, col = _position(data, loc, key=err["type"] == "extra_forbidden")
+            problems.append(Problem(str(path), line, col, _key_path(loc), _describe(err, loc)))
+        raise ConfigError(problems) from None
+    _attach_origins(path, data, doc)
+    return doc
+
+
+def _attach_origins(path: Path, data: Any, doc: Document) -> None:
+    suite = doc.test_suite_config
+    for i, f in enumerate(suite.files):
+        ln, _ = _position(data, ("test_suite_config", "files", i))
+        f._origin = f"{path}:{ln}"
+        for j, t in enumerate(f.tests):
+            ln, _ = _position(data, ("test_suite_config", "files", i, "tests", j))
+            t._origin = f"{path}:{ln}"
+    g = suite.global_
+    for key in ("supported_dtypes", "supported_ops", "supported_modules"):
+        for k, ref in enumerate(getattr(g, key) or []):
+            ln, _ = _position(data, ("test_suite_config", "global", key, k))
+            ref._origin = f"{path}:{ln}"
+
+
+# ----------------------------------------------------------------- variables
+def _auto_vars(config_path: Path) -> dict[str, str]:
+    """Values for ${TORCH_ROOT} and ${TORCH_DEVICE_ROOT} when the environment has none."""
+    found: dict[str, str] = {}
+    spec = importlib.util.find_spec("torch")  # finds torch without importing it
+    if spec is not None and spec.origin:
+        root = Path(spec.origin).resolve().parent.parent
+        if (root / "test").is_dir():  # a source checkout (develop install)
+            found["TORCH_ROOT"] = str(root)
+    try:
+        top = subprocess.run(
+            ["git", "-C", str(config_path.parent), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+        if top.returncode == 0 and top.stdout.strip():
+            found["TORCH_DEVICE_ROOT"] = top.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    found.setdefault("TORCH_DEVICE_ROOT", str(config_path.parent.resolve()))
+    return found
+
+
+_HOW = {
+    "TORCH_ROOT": "export TORCH_ROOT=/path/to/pytorch (a checkout whose test/ folder holds "
+    "the upstream tests)",
+    "TORCH_DEVICE_ROOT": "export TORCH_DEVICE_ROOT=/path/to/your/backend/repo",
+}
+
+
+def expand(value: str, env: dict[str, str]) -> tuple[str, list[str]]:
+    """Expand ``${VAR}``; returns the text and the names that were undefined or invalid."""
+    missing: list[str] = []
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if not _IDENT.match(name) or name not in env:
+            missing.append(name)
+            return m.group(0)
+        return env[name]
+
+    return _VAR.sub(sub, value), missing
+
+
+# --------------------------------------------------------------- composition
+def _merge_named(base: list[Any] | None, child: list[Any] | None) -> list[Any] | None:
+    if base is None:
+        return child
+    if child is None:
+        return base
+    merged = {ref.name: ref for ref in base}
+    merged.update({ref.name: ref for ref in child})
+    return list(merged.values())
+
+
+def _compose(base: TestSuiteConfig, child: TestSuiteConfig) -> TestSuiteConfig:
+    g = GlobalCaps(
+        supported_dtypes=_merge_named(base.global_.supported_dtypes, child.global_.supported_dtypes),
+        supported_ops=_merge_named(base.global_.supported_ops, child.global_.supported_ops),
+        supported_modules=_merge_named(
+            base.global_.supported_modules, child.global_.supported_modules
+        ),
+    )
+    return TestSuiteConfig(
+        extends=[],
+        device=child.device or base.device,
+        labels=list(dict.fromkeys([*base.labels, *child.labels])),
+        files=[*base.files, *child.files],
+        global_=g,
+        timeout=child.timeout if child.timeout is not None else base.timeout,
+    )
+
+
+def _load_doc(path: Path, stack: tuple[str, ...]) -> tuple[TestSuiteConfig, Document, Any]:
+    data = _read_yaml(path)
+    doc = _validate(path, data)
+    suite = doc.test_suite_config
+    # File paths are relative to the config that declares them.
+    for f in suite.files:
+        if not f.path.startswith("${") and not os.path.isabs(f.path):
+            f.path = str(path.parent / f.path)
+    composed: TestSuiteConfig | None = None
+    for i, ext in enumerate(suite.extends):
+        target = (path.parent / ext).resolve()
+        if _norm(target) in stack:
+            line, col = _position(data, ("test_suite_config", "extends", i))
+            chain = " -> ".join([*stack, _norm(target)])
+            raise ConfigError(
+                [Problem(str(path), line, col, f"test_suite_config.extends[{i}]",
+                         f"circular extends: {chain}; remove one of the links")]
+            )
+        if not target.is_file():
+            line, col = _position(data, ("test_suite_config", "extends", i))
+            raise ConfigError(
+                [Problem(str(path), line, col, f"test_suite_config.extends[{i}]",
+                         f"expected an existing config file; found no file at {target}")]
+            )
+        base, _, _ = _load_doc(target, (*stack, _norm(target)))
+        composed = base if composed is None else _compose(composed, base)
+    if composed is not None:
+        suite = _compose(composed, suite)
+    return suite, doc, data
+
+
+def load_config(
+    path: str | os.PathLike[str],
+    *,
+    env: dict[str, str] | None = None,
+    check_paths: bool = True,
+) -> Config:
+    """Load, validate, compose and expand a config file.
+
+    Raises :class:`ConfigError` listing every problem found.
+    """
+    src = Path(path)
+    suite, doc, _ = _load_doc(src, (_norm(src),))
+    environ = dict(os.environ if env is None else env)
+    for k, v in _auto_vars(src).items():
+        environ.setdefault(k, v)
+    cfg = Config(source=src, suite=suite, relay=doc.relay)
+    problems: list[Problem] = []
+    for i, f in enumerate(suite.files):
+        where = f._origin or f"{src}:0"
+        fname, _, fline = where.rpartition(":")
+        patterns: list[tuple[TestEntry, list[NamePattern]]] = []
+        for j, t in enumerate(f.tests):
+            tfile, _, tline = (t._origin or where).rpartition(":")
+            compiled = []
+            for k, name in enumerate(t.names):
+                try:
+                    compiled.append(NamePattern.parse(name))
+                except NameSyntaxError as e:
+                    problems.append(
+                        Problem(tfile, int(tline), 0, f"files[{i}].tests[{j}].names[{k}]", str(e))
+                    )
+            patterns.append((t, compiled))
+            if t.edits and t.edits.functions:
+                cfg.warnings.append(
+                    Problem(tfile, int(tline), 0, f"files[{i}].tests[{j}].edits.functions",
+                            "accepted for Torch Spyre compatibility and has no effect: "
+                            "assertEqual already compares tensors across devices")
+                )
+        text, missing = expand(f.path, environ)
+        for name in missing:
+            how = _HOW.get(name, f"export {name}=... or remove it from the path")
+            if not _IDENT.match(name):
+                msg = f"expected a variable name in ${{...}}; found {name!r}"
+            else:
+                msg = f"undefined variable ${{{name}}} in path {f.path!r}; {how}"
+            problems.append(Problem(fname, int(fline), 0, f"files[{i}].path", msg))
+        if missing:
+            continue
+        if any(c in text for c in "*?["):
+            hits = sorted(glob.glob(text, recursive=True))
+            if not hits and check_paths:
+                problems.append(Problem(fname, int(fline), 0, f"files[{i}].path",
+                                        f"expected the glob {text!r} to match test files; "
+                                        "it matches none"))
+            for h in hits:
+                cfg.files.append(ResolvedFile(Path(h), f, patterns))
+            continue
+        p = Path(text)
+        if check_paths and not p.is_file():
+            problems.append(Problem(fname, int(fline), 0, f"files[{i}].path",
+                                    f"expected an existing test file; found nothing at {text}"
+                                    + (" (check ${TORCH_ROOT})" if "TORCH_ROOT" in f.path else "")))
+            continue
+        cfg.files.append(ResolvedFile(p, f, patterns))
+    if problems:
+        raise ConfigError(problems)
+    return cfg

@@ -1,0 +1,133 @@
+"""Test name patterns and canonical variant IDs.
+
+Note [Canonical variant IDs]
+A variant is identified by what the test *is*, never by the class or method
+name PyTorch generates for it (``TestFooPRIVATEUSE1`` vs ``TestFooEMU`` depends
+on import order)::
+
+    path::TemplateClass::test_method[op=add,dtype=float32]
+
+The bracket holds the variant's axes in a fixed order (op, dtype, module, then
+any other parametrized argument, sorted). Config names are written against the
+template class and method; a bracket filter addresses single variants.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+AXES = ("op", "dtype", "module")
+_FILTER = re.compile(r"^(?P<base>.*?)\[(?P<body>[^\[\]]*)\]$")
+_PLAIN = re.compile(r"^(?:(?P<cls>[A-Za-z_][A-Za-z0-9_]*)::)?(?P<meth>[A-Za-z_][A-Za-z0-9_]*)$")
+
+
+class NameSyntaxError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What ootest knows about one collected test variant."""
+
+    file: str  # path as written relative to the run (display only)
+    cls: str  # template class
+    method: str  # template method
+    op: str | None = None  # OpInfo full name, e.g. div.floor_rounding
+    op_name: str | None = None  # OpInfo name, e.g. div
+    dtypes: tuple[str, ...] = ()
+    module: str | None = None
+    params: tuple[tuple[str, str], ...] = ()
+    device_variant: bool = False  # instantiated for the privateuse1 device
+
+    @property
+    def axes(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        if self.op is not None:
+            out["op"] = self.op
+        if self.dtypes:
+            out["dtype"] = ",".join(self.dtypes)
+        if self.module is not None:
+            out["module"] = self.module
+        out.update(dict(sorted(self.params)))
+        return out
+
+    @property
+    def test_id(self) -> str:
+        """``TemplateClass::test_method[axes]`` (no file)."""
+        axes = self.axes
+        body = ",".join(f"{k}={v}" for k, v in axes.items())
+        return f"{self.cls}::{self.method}" + (f"[{body}]" if body else "")
+
+    @property
+    def variant_id(self) -> str:
+        return f"{self.file}::{self.test_id}"
+
+
+@dataclass(frozen=True)
+class NamePattern:
+    raw: str
+    kind: str  # "exact" | "bare" | "regex"
+    cls: str | None = None
+    method: str | None = None
+    regex: re.Pattern[str] | None = None
+    filters: tuple[tuple[str, str], ...] = field(default=())
+
+    @classmethod
+    def parse(cls, raw: str) -> NamePattern:
+        text = raw.strip()
+        filters: tuple[tuple[str, str], ...] = ()
+        if text.startswith("re:"):
+            try:
+                rx = re.compile(text[3:])
+            except re.error as e:
+                raise NameSyntaxError(
+                    f"expected a valid regular expression after 're:'; found {text[3:]!r} ({e})"
+                ) from None
+            return cls(raw, "regex", regex=rx)
+        m = _FILTER.match(text)
+        if m:
+            text = m.group("base")
+            pairs = []
+            for part in filter(None, (p.strip() for p in m.group("body").split(","))):
+                key, eq, value = part.partition("=")
+                if not eq or not key.strip() or not value.strip():
+                    raise NameSyntaxError(
+                        f"expected 'key=value' pairs in the variant filter of {raw!r}; "
+                        f"found {part!r}"
+                    )
+                pairs.append((key.strip(), value.strip()))
+            filters = tuple(pairs)
+        pm = _PLAIN.match(text)
+        if not pm:
+            raise NameSyntaxError(
+                f"expected 'Class::test_method', 'test_method' or 're:<regex>'; found {raw!r}"
+            )
+        kind = "exact" if pm.group("cls") else "bare"
+        return cls(raw, kind, cls=pm.group("cls"), method=pm.group("meth"), filters=filters)
+
+    @property
+    def specificity(self) -> int:
+        """Higher wins when several entries match one variant."""
+        base = {"regex": 0, "bare": 1, "exact": 2}[self.kind]
+        return base + (10 if self.filters else 0)
+
+    def matches(self, v: Variant) -> bool:
+        if self.kind == "regex":
+            assert self.regex is not None
+            return self.regex.search(f"{v.cls}::{v.method}") is not None or (
+                self.regex.search(v.test_id) is not None
+            )
+        if self.method != v.method or (self.cls is not None and self.cls != v.cls):
+            return False
+        axes = v.axes
+        for key, value in self.filters:
+            have = axes.get(key)
+            if have is None:
+                return False
+            if key == "dtype":
+                if value not in v.dtypes and value != have:
+                    return False
+            elif have != value:
+                return False
+        return True

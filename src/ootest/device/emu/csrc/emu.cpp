@@ -1,0 +1,345 @@
+// emu: a reference privateuse1 backend on host memory.
+//
+// Storage lives in ordinary host memory but is tagged with the PrivateUse1
+// device, so dispatch, strides, views and aliasing behave exactly as they do
+// for a real out-of-tree accelerator. Compute goes through
+// at::native::cpu_fallback, but only for the ops a capability profile
+// enables: every other op raises PyTorch's standard NotImplementedError for
+// the PrivateUse1 backend, like a young backend would.
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/extension.h>
+#include <torch/library.h>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+constexpr c10::DeviceType kEmu = c10::DeviceType::PrivateUse1;
+
+// ---------------------------------------------------------------- allocator
+void emu_free(void* ptr) { c10::free_cpu(ptr); }
+
+struct EmuAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    void* data = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
+    return {data, data, &emu_free, c10::Device(kEmu, 0)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &emu_free; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+
+EmuAllocator g_allocator;
+
+// ------------------------------------------------------------- device guard
+struct EmuGuardImpl final : c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kEmu; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    check(d);
+    return c10::Device(kEmu, 0);
+  }
+  c10::Device getDevice() const override { return c10::Device(kEmu, 0); }
+  void setDevice(c10::Device d) const override { check(d); }
+  void uncheckedSetDevice(c10::Device) const noexcept override {}
+  c10::Stream getStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream exchangeStream(c10::Stream) const override {
+    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kEmu, 0));
+  }
+  c10::DeviceIndex deviceCount() const noexcept override { return 1; }
+  void record(void**, const c10::Stream&, const c10::DeviceIndex,
+              const c10::EventFlag) const override {}
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+  bool queryStream(const c10::Stream&) const override { return true; }
+  void synchronizeStream(const c10::Stream&) const override {}
+  void synchronizeDevice(const c10::DeviceIndex) const override {}
+
+ private:
+  static void check(c10::Device d) {
+    TORCH_CHECK(d.type() == kEmu && (!d.has_index() || d.index() == 0),
+                "emu has a single device (emu:0); got ", d);
+  }
+};
+C10_REGISTER_GUARD_IMPL(PrivateUse1, EmuGuardImpl);
+
+// -------------------------------------------------------------------- hooks
+struct EmuHooks final : at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return true; }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
+    // Random ops run through the CPU fallback, so the CPU generator is the one
+    // that actually produces the numbers.
+    return at::detail::getDefaultCPUGenerator();
+  }
+  at::Device getDeviceFromPtr(void*) const override { return c10::Device(kEmu, 0); }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
+};
+
+// ------------------------------------------------------------------ profile
+// Note [emu capability profile]
+// The profile is loaded from Python (ootest.device.emu). Ops are registered
+// one by one as PrivateUse1 kernels so that
+// torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1") lists
+// exactly the enabled ops, like a real backend's registrations would.
+struct Profile {
+  std::string name = "none";
+  std::set<c10::ScalarType> dtypes;
+  std::unordered_map<std::string, std::set<c10::ScalarType>> op_dtypes;
+};
+std::mutex g_mutex;
+Profile g_profile;
+std::vector<std::unique_ptr<torch::Library>> g_libraries;
+
+std::string dtype_list(const std::set<c10::ScalarType>& s) {
+  std::string out;
+  for (auto t : s) {
+    if (!out.empty()) out += ", ";
+    out += c10::toString(t);
+  }
+  return out;
+}
+
+void check_dtype(const std::string& op, c10::ScalarType t) {
+  const std::set<c10::ScalarType>* allowed = &g_profile.dtypes;
+  auto it = g_profile.op_dtypes.find(op);
+  if (it != g_profile.op_dtypes.end()) allowed = &it->second;
+  if (allowed->empty()) return;  // an empty set means: every dtype
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      allowed->count(t), "emu (PrivateUse1) profile '", g_profile.name, "': ", op,
+      " does not support dtype ", c10::toString(t), " (supported: ", dtype_list(*allowed), ")");
+}
+
+void check_tensor(const std::string& op, const at::Tensor& t) {
+  if (t.defined() && t.device().type() == kEmu) check_dtype(op, t.scalar_type());
+}
+
+void emu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const std::string name = c10::toString(schema.operator_name());
+  const auto n = schema.arguments().size();
+  for (size_t i = stack->size() - n; i < stack->size(); ++i) {
+    const auto& iv = (*stack)[i];
+    if (iv.isTensor()) {
+      check_tensor(name, iv.toTensor());
+    } else if (iv.isTensorList()) {
+      for (const at::Tensor& t : iv.toTensorList().vec()) check_tensor(name, t);
+    } else if (iv.isOptionalTensorList()) {
+      for (const auto& t : iv.toOptionalTensorList().vec())
+        if (t.has_value()) check_tensor(name, *t);
+    }
+  }
+  at::native::cpu_fallback(op, stack);
+}
+
+c10::ScalarType parse_dtype(const std::string& name) {
+  for (int i = 0; i < static_cast<int>(c10::ScalarType::NumOptions); ++i) {
+    auto t = static_cast<c10::ScalarType>(i);
+    if (name == c10::toString(t)) return t;
+  }
+  TORCH_CHECK_VALUE(false, "emu: unknown dtype '", name, "'");
+}
+
+void set_profile(const std::string& profile_name, const std::vector<std::string>& ops,
+                 const std::vector<std::string>& dtypes,
+                 const std::unordered_map<std::string, std::vector<std::string>>& op_dtypes) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_libraries.clear();  // deregisters the kernels of a previous profile
+  g_profile = Profile{};
+  g_profile.name = profile_name;
+  for (const auto& d : dtypes) g_profile.dtypes.insert(parse_dtype(d));
+  for (const auto& [op, ds] : op_dtypes) {
+    auto& s = g_profile.op_dtypes[op];
+    for (const auto& d : ds) s.insert(parse_dtype(d));
+  }
+  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+                                              c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  for (const auto& op : ops) {
+    lib->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&emu_boxed_kernel>());
+  }
+  g_libraries.push_back(std::move(lib));
+}
+
+std::string profile_name() { return g_profile.name; }
+
+// ------------------------------------------------- storage and view kernels
+bool storage_dtype_ok(c10::ScalarType t) {
+  return g_profile.dtypes.empty() || g_profile.dtypes.count(t) ||
+         std::any_of(g_profile.op_dtypes.begin(), g_profile.op_dtypes.end(),
+                     [t](const auto& kv) { return kv.second.count(t) > 0; });
+}
+
+void check_storage_dtype(c10::ScalarType t) {
+  TORCH_CHECK_NOT_IMPLEMENTED(storage_dtype_ok(t), "emu (PrivateUse1) profile '",
+                              g_profile.name, "' does not support dtype ", c10::toString(t),
+                              " (supported: ", dtype_list(g_profile.dtypes), ")");
+}
+
+at::Tensor emu_empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                                   std::optional<at::Layout>, std::optional<at::Device>,
+                                   std::optional<bool>,
+                                   std::optional<at::MemoryFormat> memory_format) {
+  auto st = c10::dtype_or_default(dtype);
+  check_storage_dtype(st);
+  constexpr c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
+  return at::detail::empty_generic(size, &g_allocator, ks, st, memory_format);
+}
+
+at::Tensor emu_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                             std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
+                             std::optional<at::Device>, std::optional<bool>) {
+  auto st = c10::dtype_or_default(dtype);
+  check_storage_dtype(st);
+  constexpr c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
+  return at::detail::empty_strided_generic(size, stride, &g_allocator, ks, st);
+}
+
+// A CPU tensor that aliases the same host bytes as an emu tensor.
+at::Tensor host_alias(const at::Tensor& t) {
+  if (t.device().type() != kEmu) return t;
+  at::Tensor alias;
+  if (t.numel() == 0) {
+    alias = at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU));
+  } else {
+    alias = at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+  }
+  if (t.is_conj()) alias = alias._conj();
+  if (t.is_neg()) alias = alias._neg_view();
+  return alias;
+}
+
+at::Tensor& emu_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (self.numel() == 0) return self;
+  at::Tensor dst = host_alias(self);
+  dst.copy_(host_alias(src), non_blocking);
+  return self;
+}
+
+at::Tensor emu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  at::Tensor d = dst;
+  emu_copy_(d, self, non_blocking);
+  return dst;
+}
+
+at::Tensor emu_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (!dst.sizes().equals(self.sizes())) dst.resize_(self.sizes());
+  at::Tensor d = dst;
+  emu_copy_(d, self, false);
+  return dst;
+}
+
+void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
+  auto* impl = storage.unsafeGetStorageImpl();
+  TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
+  c10::DataPtr fresh = g_allocator.allocate(nbytes);
+  const size_t keep = std::min(nbytes, impl->nbytes());
+  if (keep) std::memcpy(fresh.get(), impl->data(), keep);
+  impl->set_data_ptr_noswap(std::move(fresh));
+  impl->set_nbytes(nbytes);
+}
+
+void EmuHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const {
+  resize_storage_bytes(storage, newsize);
+}
+
+const at::Tensor& emu_resize_(const at::Tensor& self, c10::IntArrayRef size,
+                              std::optional<at::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  const size_t needed = at::detail::computeStorageNbytesContiguous(
+      size, self.dtype().itemsize(), impl->storage_offset());
+  const auto& storage = impl->unsafe_storage();
+  if (needed > storage.nbytes()) resize_storage_bytes(storage, needed);
+  if (memory_format.has_value()) {
+    TORCH_CHECK(*memory_format != at::MemoryFormat::Preserve,
+                "Unsupported memory format ", *memory_format);
+    impl->empty_tensor_restride(*memory_format);
+  }
+  return self;
+}
+
+at::Tensor& emu_set_storage(at::Tensor& self, c10::Storage source, int64_t offset,
+                            c10::IntArrayRef size, c10::IntArrayRef stride) {
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(source));
+  impl->set_storage_offset(offset);
+  impl->set_sizes_and_strides(size, stride);
+  return self;
+}
+
+at::Tensor& emu_set_source_storage(at::Tensor& self, c10::Storage source) {
+  const auto itemsize = self.dtype().itemsize();
+  const int64_t n = static_cast<int64_t>(source.nbytes() / itemsize);
+  return emu_set_storage(self, std::move(source), 0, {n}, {1});
+}
+
+at::Tensor& emu_set_tensor(at::Tensor& self, const at::Tensor& src) {
+  return emu_set_storage(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
+}
+
+at::Scalar emu_local_scalar_dense(const at::Tensor& self) {
+  check_storage_dtype(self.scalar_type());
+  return host_alias(self).item();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", &emu_empty_memory_format);
+  m.impl("empty_strided", &emu_empty_strided);
+  m.impl("copy_", &emu_copy_);
+  m.impl("_copy_from", &emu_copy_from);
+  m.impl("_copy_from_and_resize", &emu_copy_from_and_resize);
+  m.impl("resize_", &emu_resize_);
+  m.impl("set_.source_Storage", &emu_set_source_storage);
+  m.impl("set_.source_Storage_storage_offset", &emu_set_storage);
+  m.impl("set_.source_Tensor", &emu_set_tensor);
+  m.impl("_local_scalar_dense", &emu_local_scalar_dense);
+  m.impl("as_strided", &at::native::as_strided_tensorimpl);
+  m.impl("view", &at::native::view);
+  m.impl("_reshape_alias", &at::native::_reshape_alias);
+  m.impl("unfold", &at::native::unfold);
+  m.impl("view_as_real", &at::native::view_as_real);
+  m.impl("view_as_complex", &at::native::view_as_complex);
+}
+
+namespace {
+struct Init {
+  Init() {
+    c10::SetAllocator(kEmu, &g_allocator);
+    static EmuHooks hooks;
+    at::RegisterPrivateUse1HooksInterface(&hooks);
+  }
+} g_init;
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("set_profile", &set_profile, "Register the kernels of a capability profile");
+  m.def("profile_name", &profile_name);
+}
