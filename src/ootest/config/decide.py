@@ -168,7 +168,7 @@ def decide(rf: ResolvedFile, caps: GlobalCaps, v: Variant, ctx: Context) -> Deci
             allowed, where = caps.supported_dtypes, "global.supported_dtypes"
         ref = _dtype_ref(allowed, dt)
         if allowed is not None and ref is None and included is None:
-            what = f"op {v.op} " if where.startswith("supported_ops") else ""
+            what = f"op {v.op} on " if where.startswith("supported_ops") else ""
             return out("skip", f"dtype {dt} is not supported for {what}this device ({where})",
                        "capability")
         global_ref = _dtype_ref(caps.supported_dtypes, dt)

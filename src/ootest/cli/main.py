@@ -1,0 +1,58 @@
+"""``ootest`` command line: one module per subcommand, ``main(argv) -> int``.
+
+Exit codes: 0 success; 1 test failures (or config problems for ``config validate``);
+2 usage or config error; 3 a bug in ootest; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Sequence
+
+from ootest.errors import UserError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    from ootest.cli import config_cmd, run_cmd
+
+    p = argparse.ArgumentParser(
+        prog="ootest",
+        description="Run PyTorch's upstream tests on an out-of-tree (privateuse1) device.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run_cmd.add_parser(sub)
+    config_cmd.add_parser(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    # Everything after a bare "--" goes to pytest untouched.
+    extra: list[str] = []
+    if "--" in args_list:
+        i = args_list.index("--")
+        args_list, extra = args_list[:i], args_list[i + 1 :]
+    parser = _parser()
+    args = parser.parse_args(args_list)
+    args.pytest_args = extra
+    try:
+        rc: int = args.func(args)
+        return rc
+    except UserError as e:
+        print(f"ootest: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("ootest: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception:
+        traceback.print_exc()
+        print("ootest: internal error (a bug in ootest; please report it)", file=sys.stderr)
+        return EXIT_BUG
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""The ``ootest`` pytest plugin entry module (registered through ``pytest11``).
+
+Thin on purpose: it declares options and, only when a config or a device is
+given, registers the stateful :class:`ootest.plugin._core.OotestPlugin`. It never
+imports torch at module level.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ootest.errors import UserError
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ootest", "ootest: run upstream PyTorch tests on a device")
+    group.addoption(
+        "--ootest-config",
+        dest="ootest_config",
+        metavar="FILE",
+        help="test_suite_config YAML to apply (also: ini 'ootest_config', env OOTEST_CONFIG)",
+    )
+    group.addoption(
+        "--ootest-device",
+        dest="ootest_device",
+        metavar="DEVICE",
+        help="device backend: 'emu[:profile]' or 'module:name' (also: ini 'ootest_device', "
+        "env OOTEST_DEVICE, or 'device:' in the config)",
+    )
+    group.addoption(
+        "--ootest-results",
+        dest="ootest_results",
+        metavar="PATH",
+        help="append one JSON line per test result to PATH as results are known",
+    )
+    parser.addini("ootest_config", "test_suite_config YAML to apply", default="")
+    parser.addini("ootest_device", "device backend: 'emu[:profile]' or 'module:name'", default="")
+
+
+def _setting(config: pytest.Config, name: str) -> str | None:
+    ns = config.known_args_namespace
+    value = getattr(ns, name, None) or config.getini(name) or os.environ.get(name.upper())
+    return str(value) if value else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # The backend must be registered before anything imports
+    # torch.testing._internal (a conftest may), so this runs before conftests load.
+    cfg_path = _setting(early_config, "ootest_config")
+    device = _setting(early_config, "ootest_device")
+    if not cfg_path and not device:
+        return
+    from ootest.plugin._core import OotestPlugin
+
+    try:
+        plugin = OotestPlugin.create(early_config, cfg_path, device)
+    except UserError as e:
+        raise pytest.UsageError(f"ootest: {e}") from None
+    early_config.pluginmanager.register(plugin, "ootest-core")

@@ -1,0 +1,373 @@
+"""The stateful ootest plugin: device activation, outcomes, marks, results."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ootest.config.decide import Context, Decision, decide
+from ootest.config.load import Config, ResolvedFile, load_config
+from ootest.config.names import NamePattern, Variant
+from ootest.errors import DeviceError
+from ootest.plugin.variant import variant_from_item
+
+DECISION = pytest.StashKey[Decision]()
+VARIANT = pytest.StashKey[Variant]()
+
+_ONLY_FOR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
+_FOR_CUSTOM = "PYTORCH_TESTING_DEVICE_FOR_CUSTOM"
+_CDT = "torch.testing._internal.common_device_type"
+
+
+@dataclass
+class DeviceSpec:
+    kind: str  # "emu" | "module"
+    name: str  # backend name (privateuse1 rename)
+    target: str  # emu profile or module to import
+
+    @classmethod
+    def parse(cls, text: str) -> DeviceSpec:
+        text = text.strip()
+        if text == "emu" or text.startswith("emu:"):
+            return cls("emu", "emu", text.partition(":")[2] or "young")
+        mod, sep, name = text.partition(":")
+        if not sep or not mod or not name:
+            raise DeviceError(
+                f"--ootest-device: expected 'emu', 'emu:<profile>' or '<module>:<backend name>' "
+                f"(e.g. torch_spyre:spyre); found {text!r}"
+            )
+        return cls("module", name, mod)
+
+
+def activate_device(spec: DeviceSpec) -> None:
+    """Register the backend before torch.testing._internal is imported."""
+    premature = _CDT in sys.modules
+    if spec.kind == "emu":
+        from ootest.device import emu
+
+        emu.load(spec.target)
+    else:
+        try:
+            importlib.import_module(spec.target)
+        except ImportError as e:
+            raise DeviceError(
+                f"--ootest-device {spec.target}:{spec.name}: cannot import {spec.target!r} "
+                f"({e}); install the backend package in this environment"
+            ) from None
+    import torch
+
+    actual = torch._C._get_privateuse1_backend_name()
+    if actual != spec.name:
+        raise DeviceError(
+            f"--ootest-device: importing {spec.target!r} registered the privateuse1 backend as "
+            f"{actual!r}, expected {spec.name!r}; use '{spec.target}:{actual}'"
+        )
+    mod = getattr(torch, spec.name, None)
+    if mod is None or not mod.is_available():
+        raise DeviceError(
+            f"device {spec.name!r} is registered but torch.{spec.name}.is_available() is not true; "
+            "check that the hardware or driver is present"
+        )
+    if premature:
+        cdt = sys.modules[_CDT]
+        if cdt.PrivateUse1TestBase not in cdt.device_type_test_bases:
+            raise DeviceError(
+                "torch.testing._internal was imported before the device was registered "
+                "(probably by a conftest.py or another plugin), so PyTorch will not instantiate "
+                f"tests for {spec.name!r}. Register the backend first (pass --ootest-device and "
+                "do not import torch.testing._internal at conftest import time)"
+            )
+
+
+@dataclass
+class FileStats:
+    collected: int = 0
+    device_variants: int = 0
+
+
+@dataclass
+class OotestPlugin:
+    config: pytest.Config
+    cfg: Config | None
+    device: DeviceSpec | None
+    ctx: Context = field(default_factory=Context.current)
+    results_path: Path | None = None
+    stats: dict[str, FileStats] = field(default_factory=dict)
+    used_patterns: set[int] = field(default_factory=set)
+    seen_files: set[str] = field(default_factory=set)
+    registered_marks: set[str] = field(default_factory=set)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    _results_fh: Any = None
+
+    # ------------------------------------------------------------------ setup
+    @classmethod
+    def create(cls, config: pytest.Config, cfg_path: str | None, device: str | None) -> OotestPlugin:
+        cfg = load_config(cfg_path) if cfg_path else None
+        device = device or (cfg.suite.device if cfg else None)
+        spec = DeviceSpec.parse(device) if device else None
+        if spec is not None:
+            # Device-generic tests instantiate for the device only (upstream's own switch),
+            # unless the user chose otherwise.
+            os.environ.setdefault(_ONLY_FOR, "privateuse1")
+            activate_device(spec)
+        results = getattr(config.known_args_namespace, "ootest_results", None)
+        return cls(
+            config=config,
+            cfg=cfg,
+            device=spec,
+            results_path=Path(results) if results else None,
+        )
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        if self.results_path is not None:
+            self.results_path.parent.mkdir(parents=True, exist_ok=True)
+            self._results_fh = open(self.results_path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self._results_fh is not None:
+            self._results_fh.close()
+
+    # -------------------------------------------------------------- collection
+    def _file(self, path: Path) -> ResolvedFile | None:
+        return self.cfg.file_for(path) if self.cfg is not None else None
+
+    @contextlib.contextmanager
+    def _bypass_env(self) -> Iterator[None]:
+        assert self.device is not None
+        old = os.environ.get(_FOR_CUSTOM)
+        # Both spellings: PrivateUse1TestBase.device_type is rewritten from
+        # 'privateuse1' to the backend name once a class's setUpClass ran.
+        os.environ[_FOR_CUSTOM] = f"privateuse1,{self.device.name}"
+        try:
+            yield
+        finally:
+            if old is None:
+                os.environ.pop(_FOR_CUSTOM, None)
+            else:
+                os.environ[_FOR_CUSTOM] = old
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
+        rf = self._file(collector.path) if isinstance(collector, pytest.Module) else None
+        if rf is None or rf.entry.device_restrictions != "bypass" or self.device is None:
+            return (yield)
+        with self._bypass_env():
+            report = yield
+        mod = getattr(collector, "_obj", None)
+        for value in vars(mod).values() if mod is not None else ():
+            if isinstance(value, type) and getattr(value, "device_type", None) in (
+                "privateuse1",
+                self.device.name,
+            ):
+                value.bypass_device_restrictions = True  # upstream's hook for OOT backends
+        return report
+
+    def _mark(self, item: pytest.Item, name: str, doc: str) -> None:
+        if name not in self.registered_marks:
+            self.config.addinivalue_line("markers", f"{name}: {doc}")
+            self.registered_marks.add(name)
+        item.add_marker(getattr(pytest.mark, name))
+
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        rootdir = str(config.rootpath)
+        names = {self.device.name} if self.device else set()
+        for item in items:
+            v = variant_from_item(item, rootdir, names)
+            item.stash[VARIANT] = v
+            for op in dict.fromkeys(x for x in (v.op_name, v.op) if x):
+                self._mark(item, f"op__{op}", f"variants of op {op}")
+            for dt in v.dtypes:
+                self._mark(item, f"dtype__{dt}", f"variants of dtype {dt}")
+            if v.module:
+                self._mark(item, f"module__{v.module}", f"variants of module {v.module}")
+            rf = self._file(item.path)
+            if rf is None or self.cfg is None:
+                continue
+            key = str(item.path)
+            self.seen_files.add(key)
+            st = self.stats.setdefault(key, FileStats())
+            st.collected += 1
+            st.device_variants += v.device_variant
+            d = decide(rf, self.cfg.suite.global_, v, self.ctx)
+            item.stash[DECISION] = d
+            self._track_usage(rf, v)
+            for tag in d.tags:
+                self._mark(item, f"tag__{tag}", f"config tag {tag}")
+            for label in d.labels:
+                self._mark(item, f"label__{label}", f"config label {label}")
+            self._apply(item, d)
+
+    def _track_usage(self, rf: ResolvedFile, v: Variant) -> None:
+        for _, patterns in rf.patterns:
+            for p in patterns:
+                if id(p) not in self.used_patterns and p.matches(v):
+                    self.used_patterns.add(id(p))
+
+    def _apply(self, item: pytest.Item, d: Decision) -> None:
+        if d.mode == "skip":
+            item.add_marker(pytest.mark.skip(reason=d.message))
+        elif d.mode == "xfail":
+            item.add_marker(pytest.mark.xfail(reason=d.message, strict=False, run=True))
+        elif d.mode == "xfail_strict":
+            item.add_marker(
+                pytest.mark.xfail(
+                    reason=f"{d.message}; strict: if it passes, promote it to mandatory_success",
+                    strict=True,
+                    run=True,
+                )
+            )
+
+    def stale_patterns(self) -> list[tuple[str, NamePattern]]:
+        """Config names that matched no collected variant (in files that were collected)."""
+        out: list[tuple[str, NamePattern]] = []
+        if self.cfg is None:
+            return out
+        done: set[int] = set()
+        for rf in self.cfg.files:
+            if str(rf.path) not in self.seen_files:
+                continue
+            for entry, patterns in rf.patterns:
+                for p in patterns:
+                    if id(p) not in self.used_patterns and id(p) not in done:
+                        done.add(id(p))
+                        out.append((entry._origin, p))
+        return out
+
+    # ----------------------------------------------------------------- running
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        d = item.stash.get(DECISION, None)
+        tc = getattr(item, "_testcase", None)
+        prec = d.precision if d is not None else None
+        if prec is None or tc is None or not hasattr(tc, "precision"):
+            return (yield)
+        saved = (tc.precision, getattr(tc, "rel_tol", 0))
+        if prec.atol is not None:
+            tc.precision = prec.atol
+        if prec.rtol is not None and hasattr(tc, "rel_tol"):
+            tc.rel_tol = prec.rtol
+        try:
+            return (yield)
+        finally:
+            tc.precision = saved[0]
+            if hasattr(tc, "rel_tol"):
+                tc.rel_tol = saved[1]
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        outcome = classify(report)
+        if outcome is None:
+            return
+        self.outcomes[outcome] += 1
+        if self._results_fh is None:
+            return
+        rec = self._record(report, outcome)
+        self._results_fh.write(json.dumps(rec) + "\n")
+        self._results_fh.flush()
+
+    def _record(self, report: pytest.TestReport, outcome: str) -> dict[str, Any]:
+        props = dict(report.user_properties)
+        return {
+            "nodeid": report.nodeid,
+            "variant_id": props.get("ootest_variant_id", report.nodeid),
+            "file": props.get("ootest_file", report.fspath),
+            "outcome": outcome,
+            "mode": props.get("ootest_mode"),
+            "bucket": props.get("ootest_bucket"),
+            "reason": props.get("ootest_reason"),
+            "issue": props.get("ootest_issue"),
+            "op": props.get("ootest_op"),
+            "dtype": props.get("ootest_dtype"),
+            "device_variant": props.get("ootest_device_variant", False),
+            "duration": round(report.duration, 4),
+            "message": _excerpt(report),
+            "time": time.time(),
+        }
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        v = item.stash.get(VARIANT, None)
+        d = item.stash.get(DECISION, None)
+        if v is None:
+            return
+        props = {
+            "ootest_variant_id": v.variant_id,
+            "ootest_file": v.file,
+            "ootest_op": v.op,
+            "ootest_dtype": ",".join(v.dtypes) or None,
+            "ootest_device_variant": v.device_variant,
+        }
+        if d is not None:
+            props.update(
+                ootest_mode=d.mode,
+                ootest_bucket=d.bucket,
+                ootest_reason=d.reason,
+                ootest_issue=d.issue,
+            )
+        item.user_properties.extend(props.items())
+
+    # ---------------------------------------------------------------- summary
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.cfg is None:
+            return
+        tr = terminalreporter
+        for w in self.cfg.warnings:
+            tr.write_line(f"ootest: note: {w}", yellow=True)
+        for key, st in sorted(self.stats.items()):
+            if self.device is not None and st.device_variants == 0:
+                tr.write_line(
+                    f"ootest: WARNING: {key} instantiated no variant for device "
+                    f"{self.device.name!r} ({st.collected} other tests); check only_for=, "
+                    "device_restrictions: bypass, or the import order of the backend",
+                    red=True,
+                )
+        stale = self.stale_patterns()
+        if stale:
+            tr.write_sep("-", f"ootest: {len(stale)} config names matched no test")
+            for origin, p in stale:
+                tr.write_line(f"  {origin}: {p.raw}")
+
+
+def classify(report: pytest.TestReport) -> str | None:
+    """One outcome per test: from the call phase, or from setup/teardown when they decide it."""
+    wasxfail = hasattr(report, "wasxfail")
+    if report.when == "call":
+        if report.passed:
+            return "xpassed" if wasxfail else "passed"
+        if report.skipped:
+            return "xfailed" if wasxfail else "skipped"
+        text = str(report.longrepr) if report.longrepr is not None else ""
+        return "xpassed_strict" if text.startswith("[XPASS(strict)]") else "failed"
+    if report.when == "setup":
+        if report.skipped:
+            return "xfailed" if wasxfail else "skipped"
+        if report.failed:
+            return "error"
+        return None
+    if report.failed:  # teardown
+        return "error"
+    return None
+
+
+def _excerpt(report: pytest.TestReport) -> str | None:
+    if report.passed:
+        return None
+    lr = report.longrepr
+    if isinstance(lr, tuple) and len(lr) == 3:
+        return str(lr[2])[:500]
+    crash = getattr(lr, "reprcrash", None)
+    if crash is not None:
+        return str(crash.message)[:500]
+    return str(lr)[-500:] if lr is not None else None

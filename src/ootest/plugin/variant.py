@@ -1,0 +1,123 @@
+"""Derive a :class:`~ootest.config.names.Variant` from a collected pytest item.
+
+See Note [Canonical variant IDs]. Generated class and method names are data,
+not identity: the template class is found among the generated class's bases,
+the template method through ``functools.wraps`` metadata, and the op, dtype and
+module from the ``param_kwargs`` that ``instantiate_device_type_tests`` binds
+to every instantiated test. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any
+
+import pytest
+
+from ootest.config.names import Variant
+
+_AXIS_KEYS = {"device", "devices", "op", "dtype", "dtypes", "module_info"}
+
+
+def _is_device_base(cls: type) -> bool:
+    return "instantiate_test" in cls.__dict__ or (
+        hasattr(cls, "instantiate_test") and hasattr(cls, "device_type")
+    )
+
+
+def template_class(cls: type) -> tuple[type, str | None]:
+    """(template class, device type) of a possibly generated device test class."""
+    bases = cls.__bases__
+    device_bases = [b for b in bases if _is_device_base(b)]
+    others = [b for b in bases if not _is_device_base(b)]
+    if device_bases and others and cls.__dict__.get("instantiate_test") is None:
+        dev = getattr(device_bases[0], "device_type", None)
+        return others[0], str(dev) if dev is not None else None
+    return cls, None
+
+
+def _param_kwargs(func: Any) -> dict[str, Any]:
+    try:
+        sig = inspect.signature(func, follow_wrapped=False)
+    except (TypeError, ValueError):
+        return {}
+    p = sig.parameters.get("param_kwargs")
+    if p is not None and isinstance(p.default, dict):
+        return p.default
+    return {}
+
+
+def _dtype_name(d: Any) -> str:
+    return str(d).removeprefix("torch.")
+
+
+def _short(v: Any) -> str:
+    text = getattr(v, "__name__", None) or str(v)
+    text = text.replace(",", ";").replace("]", ")").replace("[", "(")
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def variant_from_item(item: pytest.Item, rootdir: str, device_names: set[str]) -> Variant:
+    rel = os.path.relpath(str(item.path), rootdir)
+    cls = getattr(item, "cls", None)
+    obj = getattr(item, "obj", None)
+    func = getattr(obj, "__func__", obj)
+    if cls is None:  # a plain pytest function
+        params: tuple[tuple[str, str], ...] = ()
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None:
+            params = tuple(sorted((k, _short(v)) for k, v in callspec.params.items()))
+        name = getattr(item, "originalname", item.name)
+        return Variant(file=rel, cls="", method=name, params=params)
+
+    template, device_type = template_class(cls)
+    gen_name = item.name
+    # The class attribute, not the instance's: PyTorch's TestCase.__init__ may wrap it.
+    func = inspect.getattr_static(cls, gen_name, func)
+    func = getattr(func, "__func__", func)
+    kwargs = _param_kwargs(func)
+    method = getattr(func, "__name__", gen_name)
+    if not gen_name.startswith(method):
+        # A decorator without functools.wraps: fall back to the longest template
+        # test name that prefixes the generated one.
+        candidates = [
+            n for n in dir(template) if n.startswith("test") and gen_name.startswith(n)
+        ]
+        method = max(candidates, key=len) if candidates else gen_name
+
+    op = kwargs.get("op")
+    op_full = op_name = None
+    if op is not None:
+        op_name = str(getattr(op, "name", op))
+        op_full = str(getattr(op, "full_name", None) or op_name)
+        variant_name = getattr(op, "variant_test_name", "")
+        if variant_name and op_full == op_name:
+            op_full = f"{op_name}.{variant_name}"
+    dtype_val = kwargs.get("dtypes", kwargs.get("dtype"))
+    if isinstance(dtype_val, (list, tuple)):
+        dtypes = tuple(_dtype_name(d) for d in dtype_val)
+    elif dtype_val is not None:
+        dtypes = (_dtype_name(dtype_val),)
+    else:
+        dtypes = ()
+    module_info = kwargs.get("module_info")
+    module = None
+    if module_info is not None:
+        module = str(getattr(module_info, "formatted_name", None) or module_info.name)
+        module = str(getattr(module_info, "name", module))
+    extra = tuple(sorted((k, _short(v)) for k, v in kwargs.items() if k not in _AXIS_KEYS))
+    device_variant = device_type is not None and (
+        device_type == "privateuse1" or device_type in device_names
+    )
+    return Variant(
+        file=rel,
+        cls=template.__name__,
+        method=method,
+        op=op_full,
+        op_name=op_name,
+        dtypes=dtypes,
+        module=module,
+        params=extra,
+        device_variant=device_variant,
+    )
