@@ -34,7 +34,10 @@ class TestModuleConsistency(TestCase):
         for module_input in inputs[:2]:
             if module_input.forward_input is None:
                 continue
-            args, kwargs = module_input.constructor_input.args, module_input.constructor_input.kwargs
+            args, kwargs = (
+                module_input.constructor_input.args,
+                module_input.constructor_input.kwargs,
+            )
             torch.manual_seed(0)
             reference = module_info.module_cls(*args, **kwargs).to(dtype)
             on_device = module_info.module_cls(*args, **kwargs).to(dtype)

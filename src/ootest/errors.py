@@ -36,7 +36,7 @@ class Problem:
     def __str__(self) -> str:
         where = self.file
         if self.line:
-            where += f":{self.line}:{self.col}"
+            where += f":{self.line}" + (f":{self.col}" if self.col else "")
         path = f" {self.key_path}:" if self.key_path else ""
         return f"{where}:{path} {self.message}"
 

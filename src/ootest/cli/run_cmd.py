@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     if not path.exists():
         return out
     for line in path.read_text(encoding="utf-8").splitlines():

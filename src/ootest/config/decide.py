@@ -147,9 +147,12 @@ def decide(rf: ResolvedFile, caps: GlobalCaps, v: Variant, ctx: Context) -> Deci
     if v.op is not None:
         ex = _find(edits.ops.exclude if edits and edits.ops else None, v)
         if ex is not None:
-            return out("skip", f"op {v.op} excluded for this test"
-                       + (f": {ex.description or ex.reason}" if ex.description or ex.reason else ""),
-                       "excluded")
+            return out(
+                "skip",
+                f"op {v.op} excluded for this test"
+                + (f": {ex.description or ex.reason}" if ex.description or ex.reason else ""),
+                "excluded",
+            )
         inc = _find(edits.ops.include if edits and edits.ops else None, v)
         if caps.supported_ops is not None and opref is None and inc is None:
             return out("skip", f"op {v.op} is not in global.supported_ops", "capability")
@@ -162,15 +165,16 @@ def decide(rf: ResolvedFile, caps: GlobalCaps, v: Variant, ctx: Context) -> Deci
         if edits and edits.dtypes and dt in _names(edits.dtypes.exclude):
             return out("skip", f"dtype {dt} excluded for this test", "excluded")
         included = _dtype_ref(edits.dtypes.include if edits and edits.dtypes else None, dt)
+        allowed: list[DtypeRef] | None = caps.supported_dtypes
+        where = "global.supported_dtypes"
         if opref is not None and opref.dtypes is not None:
             allowed, where = opref.dtypes, f"supported_ops[{opref.name}].dtypes"
-        else:
-            allowed, where = caps.supported_dtypes, "global.supported_dtypes"
         ref = _dtype_ref(allowed, dt)
         if allowed is not None and ref is None and included is None:
             what = f"op {v.op} on " if where.startswith("supported_ops") else ""
-            return out("skip", f"dtype {dt} is not supported for {what}this device ({where})",
-                       "capability")
+            return out(
+                "skip", f"dtype {dt} is not supported for {what}this device ({where})", "capability"
+            )
         global_ref = _dtype_ref(caps.supported_dtypes, dt)
         for r in (ref, global_ref):
             if r is not None and r.force_xfail:
@@ -188,8 +192,9 @@ def decide(rf: ResolvedFile, caps: GlobalCaps, v: Variant, ctx: Context) -> Deci
         mod_inc = edits.modules.include if edits and edits.modules else None
         mods = caps.supported_modules
         if mods is not None and v.module not in _names(mods) and v.module not in _names(mod_inc):
-            return out("skip", f"module {v.module} is not in global.supported_modules",
-                       "capability")
+            return out(
+                "skip", f"module {v.module} is not in global.supported_modules", "capability"
+            )
         mref = next((m for m in mods or () if m.name == v.module), None)
         if mref is not None and mref.force_xfail:
             forced.append(f"module {v.module} has force_xfail")

@@ -80,7 +80,9 @@ def _position(root: Any, loc: Loc, *, key: bool = False) -> tuple[int, int]:
     best = (1, 1)
     for part in loc:
         if isinstance(node, CommentedMap) and part in node:
-            ln, col = node.lc.key(part) if key or not _is_scalar(node[part]) else node.lc.value(part)
+            ln, col = (
+                node.lc.key(part) if key or not _is_scalar(node[part]) else node.lc.value(part)
+            )
             best = (ln + 1, col + 1)
             node = node[part]
         elif isinstance(node, CommentedSeq) and isinstance(part, int) and part < len(node):
@@ -322,7 +324,9 @@ def _merge_named(base: list[Any] | None, child: list[Any] | None) -> list[Any] |
 
 def _compose(base: TestSuiteConfig, child: TestSuiteConfig) -> TestSuiteConfig:
     g = GlobalCaps(
-        supported_dtypes=_merge_named(base.global_.supported_dtypes, child.global_.supported_dtypes),
+        supported_dtypes=_merge_named(
+            base.global_.supported_dtypes, child.global_.supported_dtypes
+        ),
         supported_ops=_merge_named(base.global_.supported_ops, child.global_.supported_ops),
         supported_modules=_merge_named(
             base.global_.supported_modules, child.global_.supported_modules
@@ -333,7 +337,7 @@ def _compose(base: TestSuiteConfig, child: TestSuiteConfig) -> TestSuiteConfig:
         device=child.device or base.device,
         labels=list(dict.fromkeys([*base.labels, *child.labels])),
         files=[*base.files, *child.files],
-        global_=g,
+        **{"global": g},
         timeout=child.timeout if child.timeout is not None else base.timeout,
     )
 
@@ -353,14 +357,28 @@ def _load_doc(path: Path, stack: tuple[str, ...]) -> tuple[TestSuiteConfig, Docu
             line, col = _position(data, ("test_suite_config", "extends", i))
             chain = " -> ".join([*stack, _norm(target)])
             raise ConfigError(
-                [Problem(str(path), line, col, f"test_suite_config.extends[{i}]",
-                         f"circular extends: {chain}; remove one of the links")]
+                [
+                    Problem(
+                        str(path),
+                        line,
+                        col,
+                        f"test_suite_config.extends[{i}]",
+                        f"circular extends: {chain}; remove one of the links",
+                    )
+                ]
             )
         if not target.is_file():
             line, col = _position(data, ("test_suite_config", "extends", i))
             raise ConfigError(
-                [Problem(str(path), line, col, f"test_suite_config.extends[{i}]",
-                         f"expected an existing config file; found no file at {target}")]
+                [
+                    Problem(
+                        str(path),
+                        line,
+                        col,
+                        f"test_suite_config.extends[{i}]",
+                        f"expected an existing config file; found no file at {target}",
+                    )
+                ]
             )
         base, _, _ = _load_doc(target, (*stack, _norm(target)))
         composed = base if composed is None else _compose(composed, base)
@@ -382,8 +400,8 @@ def load_config(
     src = Path(path)
     suite, doc, _ = _load_doc(src, (_norm(src),))
     environ = dict(os.environ if env is None else env)
-    for k, v in _auto_vars(src).items():
-        environ.setdefault(k, v)
+    for var, value in _auto_vars(src).items():
+        environ.setdefault(var, value)
     cfg = Config(source=src, suite=suite, relay=doc.relay)
     problems: list[Problem] = []
     for i, f in enumerate(suite.files):
@@ -403,9 +421,14 @@ def load_config(
             patterns.append((t, compiled))
             if t.edits and t.edits.functions:
                 cfg.warnings.append(
-                    Problem(tfile, int(tline), 0, f"files[{i}].tests[{j}].edits.functions",
-                            "accepted for Torch Spyre compatibility and has no effect: "
-                            "assertEqual already compares tensors across devices")
+                    Problem(
+                        tfile,
+                        int(tline),
+                        0,
+                        f"files[{i}].tests[{j}].edits.functions",
+                        "accepted for Torch Spyre compatibility and has no effect: "
+                        "assertEqual already compares tensors across devices",
+                    )
                 )
         text, missing = expand(f.path, environ)
         for name in missing:
@@ -420,17 +443,30 @@ def load_config(
         if any(c in text for c in "*?["):
             hits = sorted(glob.glob(text, recursive=True))
             if not hits and check_paths:
-                problems.append(Problem(fname, int(fline), 0, f"files[{i}].path",
-                                        f"expected the glob {text!r} to match test files; "
-                                        "it matches none"))
+                problems.append(
+                    Problem(
+                        fname,
+                        int(fline),
+                        0,
+                        f"files[{i}].path",
+                        f"expected the glob {text!r} to match test files; it matches none",
+                    )
+                )
             for h in hits:
                 cfg.files.append(ResolvedFile(Path(h), f, patterns))
             continue
         p = Path(text)
         if check_paths and not p.is_file():
-            problems.append(Problem(fname, int(fline), 0, f"files[{i}].path",
-                                    f"expected an existing test file; found nothing at {text}"
-                                    + (" (check ${TORCH_ROOT})" if "TORCH_ROOT" in f.path else "")))
+            problems.append(
+                Problem(
+                    fname,
+                    int(fline),
+                    0,
+                    f"files[{i}].path",
+                    f"expected an existing test file; found nothing at {text}"
+                    + (" (check ${TORCH_ROOT})" if "TORCH_ROOT" in f.path else ""),
+                )
+            )
             continue
         cfg.files.append(ResolvedFile(p, f, patterns))
     if problems:

@@ -81,9 +81,7 @@ def variant_from_item(item: pytest.Item, rootdir: str, device_names: set[str]) -
     if not gen_name.startswith(method):
         # A decorator without functools.wraps: fall back to the longest template
         # test name that prefixes the generated one.
-        candidates = [
-            n for n in dir(template) if n.startswith("test") and gen_name.startswith(n)
-        ]
+        candidates = [n for n in dir(template) if n.startswith("test") and gen_name.startswith(n)]
         method = max(candidates, key=len) if candidates else gen_name
 
     op = kwargs.get("op")

@@ -271,12 +271,15 @@ def load(profile: str = "young") -> types.ModuleType:
                 "emu cannot be loaded in the same process as another out-of-tree backend"
             )
         ext = _build()
-        if current != NAME:
-            torch.utils.rename_privateuse1_backend(NAME)
-        torch._register_device_module(NAME, _device_module())
-        torch.utils.generate_methods_for_privateuse1_backend(
-            for_tensor=True, for_module=True, for_storage=True
+        from torch.utils.backend_registration import (
+            generate_methods_for_privateuse1_backend,
+            rename_privateuse1_backend,
         )
+
+        if current != NAME:
+            rename_privateuse1_backend(NAME)
+        torch._register_device_module(NAME, _device_module())  # type: ignore[no-untyped-call]
+        generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
         _state["ext"] = ext
     ops = _resolve_ops(prof)
     per_op: dict[str, list[str]] = {}

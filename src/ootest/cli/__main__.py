@@ -1,0 +1,3 @@
+from ootest.cli.main import entry
+
+entry()
