@@ -57,7 +57,8 @@ class Variant:
         """``TemplateClass::test_method[axes]`` (no file)."""
         axes = self.axes
         body = ",".join(f"{k}={v}" for k, v in axes.items())
-        return f"{self.cls}::{self.method}" + (f"[{body}]" if body else "")
+        name = f"{self.cls}::{self.method}" if self.cls else self.method
+        return name + (f"[{body}]" if body else "")
 
     @property
     def variant_id(self) -> str:

@@ -200,7 +200,7 @@ class OotestPlugin:
             if rf is None or self.cfg is None:
                 continue
             key = str(item.path)
-            self.seen_files.add(key)
+            self.seen_files.add(os.path.realpath(key))
             st = self.stats.setdefault(key, FileStats())
             st.collected += 1
             st.device_variants += v.device_variant
@@ -240,7 +240,7 @@ class OotestPlugin:
             return out
         done: set[int] = set()
         for rf in self.cfg.files:
-            if str(rf.path) not in self.seen_files:
+            if os.path.realpath(rf.path) not in self.seen_files:
                 continue
             for entry, patterns in rf.patterns:
                 for p in patterns:

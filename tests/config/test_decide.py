@@ -1,0 +1,161 @@
+"""decide(config, variant) -> outcome: the pure core (no torch, no pytest run)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ootest.config.decide import Context, decide
+from ootest.config.load import Config, load_config
+from ootest.config.names import Variant
+
+CFG = """\
+test_suite_config:
+  files:
+    - path: t.py
+      unlisted_test_mode: xfail
+      tests:
+        - names: [TestA::test_skip]
+          mode: skip
+          reason: crashes the device
+          issue: https://example.invalid/1
+        - names: [test_bare]
+          mode: xfail_strict
+        - names: ["re:TestA::test_rx_\\\\d+"]
+          mode: skip
+        - names: [TestA::test_ops]
+          mode: mandatory_success
+          edits:
+            ops:
+              include: [{name: cumsum}]
+              exclude: [{name: mul}]
+            dtypes:
+              include: [{name: float64, precision: {atol: 0.5}}]
+              exclude: [{name: int64}]
+        - names: ["TestA::test_ops[op=add,dtype=float16]"]
+          mode: xfail
+        - names: [TestA::test_mod]
+          mode: mandatory_success
+          edits:
+            modules:
+              exclude: [{name: nn.GELU}]
+        - names: [TestA::test_forced]
+          mode: mandatory_success
+          force_xfail: true
+        - names: [TestA::test_old]
+          mode: skip
+          when: {torch: "<2.0"}
+        - names: [TestA::test_dup]
+          mode: skip
+        - names: [TestA::test_dup]
+          mode: mandatory_success
+  global:
+    supported_dtypes:
+      - {name: float32}
+      - {name: float16, precision: {atol: 0.01, rtol: 0.02}}
+      - {name: bfloat16, force_xfail: true}
+      - {name: int64}
+    supported_ops:
+      - add
+      - mul
+      - name: matmul
+        dtypes: [{name: float32, precision: {atol: 0.1}}]
+      - {name: gcd, force_xfail: true}
+    supported_modules: [nn.Linear, nn.GELU]
+"""
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> Config:
+    (tmp_path / "t.py").write_text("")
+    p = tmp_path / "c.yaml"
+    p.write_text(textwrap.dedent(CFG))
+    return load_config(p)
+
+
+CTX = Context(torch_version="2.13.0+cpu", platform="linux")
+
+
+def d(cfg: Config, method: str, cls: str = "TestA", **kw: object):  # type: ignore[no-untyped-def]
+    v = Variant(file="t.py", cls=cls, method=method, **kw)  # type: ignore[arg-type]
+    return decide(cfg.files[0], cfg.suite.global_, v, CTX)
+
+
+def test_skip_carries_reason_issue_origin(cfg: Config) -> None:
+    r = d(cfg, "test_skip")
+    assert r.mode == "skip" and r.bucket == "listed"
+    assert r.message.startswith("crashes the device [https://example.invalid/1] (")
+    assert r.message.endswith("c.yaml:6)")
+
+
+def test_unlisted_mode(cfg: Config) -> None:
+    r = d(cfg, "test_new_upstream_test")
+    assert (r.mode, r.bucket) == ("xfail", "unlisted")
+
+
+def test_bare_name_matches_any_class(cfg: Config) -> None:
+    assert d(cfg, "test_bare", cls="TestOther").mode == "xfail_strict"
+
+
+def test_regex_name(cfg: Config) -> None:
+    assert d(cfg, "test_rx_12").mode == "skip"
+    assert d(cfg, "test_rx_a").mode == "xfail"  # unlisted
+
+
+def test_op_gating_and_edits(cfg: Config) -> None:
+    assert d(cfg, "test_ops", op="add", op_name="add", dtypes=("float32",)).mode == (
+        "mandatory_success")
+    r = d(cfg, "test_ops", op="sub", op_name="sub", dtypes=("float32",))
+    assert (r.mode, r.bucket) == ("skip", "capability")
+    assert r.reason == "op sub is not in global.supported_ops"
+    r = d(cfg, "test_ops", op="mul", op_name="mul", dtypes=("float32",))
+    assert (r.mode, r.reason) == ("skip", "op mul excluded for this test")
+    # include adds an op the device does not declare globally, for this test only
+    assert d(cfg, "test_ops", op="cumsum", op_name="cumsum", dtypes=("float32",)).mode == (
+        "mandatory_success")
+    assert d(cfg, "test_mod", op="cumsum", op_name="cumsum").mode == "skip"
+
+
+def test_op_variant_name(cfg: Config) -> None:
+    assert d(cfg, "test_ops", op="div.trunc", op_name="div", dtypes=("float32",)).reason == (
+        "op div.trunc is not in global.supported_ops")
+    assert d(cfg, "test_ops", op="add", op_name="add", dtypes=("float16",)).mode == "xfail"
+
+
+def test_dtype_gating_and_edits(cfg: Config) -> None:
+    r = d(cfg, "test_x", dtypes=("complex64",))
+    assert r.mode == "skip" and "global.supported_dtypes" in r.reason
+    r = d(cfg, "test_ops", op="add", op_name="add", dtypes=("int64",))
+    assert (r.mode, r.bucket) == ("skip", "excluded")
+    r = d(cfg, "test_ops", op="add", op_name="add", dtypes=("float64",))
+    assert r.mode == "mandatory_success" and r.precision and r.precision.atol == 0.5
+    r = d(cfg, "test_x", op="matmul", op_name="matmul", dtypes=("float16",))
+    assert r.mode == "skip" and "supported_ops[matmul].dtypes" in r.reason
+
+
+def test_precision_precedence(cfg: Config) -> None:
+    r = d(cfg, "test_dup", op="matmul", op_name="matmul", dtypes=("float32",))
+    assert r.precision and r.precision.atol == 0.1
+    r = d(cfg, "test_dup", op="add", op_name="add", dtypes=("float16",))
+    assert r.precision and (r.precision.atol, r.precision.rtol) == (0.01, 0.02)
+
+
+def test_force_xfail(cfg: Config) -> None:
+    assert d(cfg, "test_forced").mode == "xfail"
+    assert d(cfg, "test_dup", dtypes=("bfloat16",)).mode == "xfail"
+    r = d(cfg, "test_dup", op="gcd", op_name="gcd", dtypes=("int64",))
+    assert (r.mode, r.bucket) == ("xfail", "forced")
+    assert "op gcd has force_xfail" in r.reason
+
+
+def test_modules(cfg: Config) -> None:
+    assert d(cfg, "test_mod", module="nn.Linear").mode == "mandatory_success"
+    assert d(cfg, "test_mod", module="nn.GELU").reason == "module nn.GELU excluded for this test"
+    assert d(cfg, "test_mod", module="nn.Conv2d").bucket == "capability"
+
+
+def test_when_and_precedence(cfg: Config) -> None:
+    assert d(cfg, "test_old").bucket == "unlisted"  # when: torch<2.0 does not hold
+    assert d(cfg, "test_dup").mode == "mandatory_success"  # later entry wins

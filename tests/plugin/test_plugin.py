@@ -1,0 +1,118 @@
+"""Plugin behaviour with pytester (plain tests, no torch, in-process)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+TESTS = """
+import unittest
+
+class TestA(unittest.TestCase):
+    def test_pass(self):
+        pass
+    def test_fail(self):
+        self.fail("boom")
+    def test_skipme(self):
+        raise RuntimeError("must not run")
+    def test_fixed(self):
+        pass
+    def test_unlisted(self):
+        pass
+
+def test_plain():
+    pass
+"""
+
+CONFIG = """
+test_suite_config:
+  files:
+    - path: test_mod.py
+      unlisted_test_mode: skip
+      tests:
+        - names: [TestA::test_pass, test_plain]
+          mode: mandatory_success
+        - names: [TestA::test_fail]
+          mode: xfail
+          reason: known bug
+        - names: [TestA::test_skipme]
+          mode: skip
+          reason: crashes the device
+          issue: https://example.invalid/7
+        - names: [TestA::test_fixed]
+          mode: xfail_strict
+        - names: [TestA::test_renamed_upstream]
+          mode: mandatory_success
+"""
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_mod=TESTS)
+    pytester.makefile(".yaml", cfg=CONFIG)
+    return pytester
+
+
+def test_outcomes(suite: pytest.Pytester) -> None:
+    r = suite.runpytest("--ootest-config", "cfg.yaml", "-rsxX")
+    r.assert_outcomes(passed=2, failed=1, skipped=2, xfailed=1)
+    r.stdout.fnmatch_lines(
+        [
+            "*[[]XPASS(strict)[]] listed as xfail_strict*promote it to mandatory_success",
+            "*SKIPPED*crashes the device [[]https://example.invalid/7[]] (*cfg.yaml:11)",
+            "*SKIPPED*not listed in the config (unlisted_test_mode: skip)*",
+            "*XFAIL*test_fail - known bug*",
+        ]
+    )
+    assert r.ret == 1
+
+
+def test_stale_names_listed(suite: pytest.Pytester) -> None:
+    r = suite.runpytest("--ootest-config", "cfg.yaml")
+    r.stdout.fnmatch_lines(["*ootest: 1 config names matched no test*",
+                            "*cfg.yaml:17: TestA::test_renamed_upstream"])
+
+
+def test_config_from_env_and_ini(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OOTEST_CONFIG", "cfg.yaml")
+    suite.runpytest().assert_outcomes(passed=2, failed=1, skipped=2, xfailed=1)
+    monkeypatch.delenv("OOTEST_CONFIG")
+    suite.makeini("[pytest]\nootest_config = cfg.yaml\n")
+    suite.runpytest().assert_outcomes(passed=2, failed=1, skipped=2, xfailed=1)
+
+
+def test_without_config_plugin_is_inert(suite: pytest.Pytester) -> None:
+    r = suite.runpytest()
+    r.assert_outcomes(passed=4, failed=2)
+
+
+def test_results_jsonl(suite: pytest.Pytester) -> None:
+    suite.runpytest("--ootest-config", "cfg.yaml", "--ootest-results", "out/r.jsonl")
+    recs = [json.loads(x) for x in (suite.path / "out/r.jsonl").read_text().splitlines()]
+    by = {r["variant_id"]: r for r in recs}
+    assert by["test_mod.py::TestA::test_fail"]["outcome"] == "xfailed"
+    assert by["test_mod.py::TestA::test_fixed"]["outcome"] == "xpassed_strict"
+    skip = by["test_mod.py::TestA::test_skipme"]
+    assert (skip["outcome"], skip["reason"], skip["issue"]) == (
+        "skipped", "crashes the device", "https://example.invalid/7")
+    assert by["test_mod.py::test_plain"]["outcome"] == "passed"
+    assert len(recs) == 6
+
+
+def test_bad_config_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_mod=TESTS)
+    pytester.makefile(".yaml", cfg="test_suite_config:\n  files:\n    - path: test_mod.py\n"
+                      "      unlisted_test_mode: sometimes\n")
+    r = pytester.runpytest("--ootest-config", "cfg.yaml")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*ootest: *cfg.yaml:4:27: test_suite_config.files[[]0[]]"
+                            ".unlisted_test_mode: expected one of*found 'sometimes'*"])
+    assert "Traceback" not in r.stderr.str()
+
+
+def test_bad_device_spec(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_mod="def test_a():\n    pass\n")
+    r = pytester.runpytest("--ootest-device", "nonsense")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*expected 'emu', 'emu:<profile>' or '<module>:<backend name>'*"])
