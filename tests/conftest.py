@@ -12,16 +12,19 @@ SHARED = ROOT.parent / "shared"
 SPYRE = SHARED / "compat" / "torch-spyre"
 
 
-def run(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None,
-        timeout: int = 600) -> subprocess.CompletedProcess[str]:
+def run(
+    cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **(env or {})}
     full_env.pop("PYTEST_ADDOPTS", None)
-    return subprocess.run(cmd, cwd=cwd or ROOT, env=full_env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        cmd, cwd=cwd or ROOT, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
 
 
-def ootest(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None
-           ) -> subprocess.CompletedProcess[str]:
+def ootest(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return run([sys.executable, "-m", "ootest.cli", *args], cwd=cwd, env=env)
 
 

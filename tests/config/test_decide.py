@@ -106,7 +106,8 @@ def test_regex_name(cfg: Config) -> None:
 
 def test_op_gating_and_edits(cfg: Config) -> None:
     assert d(cfg, "test_ops", op="add", op_name="add", dtypes=("float32",)).mode == (
-        "mandatory_success")
+        "mandatory_success"
+    )
     r = d(cfg, "test_ops", op="sub", op_name="sub", dtypes=("float32",))
     assert (r.mode, r.bucket) == ("skip", "capability")
     assert r.reason == "op sub is not in global.supported_ops"
@@ -114,13 +115,15 @@ def test_op_gating_and_edits(cfg: Config) -> None:
     assert (r.mode, r.reason) == ("skip", "op mul excluded for this test")
     # include adds an op the device does not declare globally, for this test only
     assert d(cfg, "test_ops", op="cumsum", op_name="cumsum", dtypes=("float32",)).mode == (
-        "mandatory_success")
+        "mandatory_success"
+    )
     assert d(cfg, "test_mod", op="cumsum", op_name="cumsum").mode == "skip"
 
 
 def test_op_variant_name(cfg: Config) -> None:
     assert d(cfg, "test_ops", op="div.trunc", op_name="div", dtypes=("float32",)).reason == (
-        "op div.trunc is not in global.supported_ops")
+        "op div.trunc is not in global.supported_ops"
+    )
     assert d(cfg, "test_ops", op="add", op_name="add", dtypes=("float16",)).mode == "xfail"
 
 

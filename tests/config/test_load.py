@@ -38,8 +38,9 @@ def test_spyre_configs_load_unchanged(spyre_dir: Path, tmp_path: Path) -> None:
 
 
 def test_spyre_view_ops_details(spyre_dir: Path) -> None:
-    cfg = load_config(spyre_dir / "test_view_ops_config.yaml", check_paths=False,
-                      env={"TORCH_ROOT": "/x"})
+    cfg = load_config(
+        spyre_dir / "test_view_ops_config.yaml", check_paths=False, env={"TORCH_ROOT": "/x"}
+    )
     entry = cfg.suite.files[0]
     assert entry.unlisted_test_mode == "mandatory_success"
     modes = [t.mode for t in entry.tests]
@@ -51,14 +52,20 @@ def test_spyre_view_ops_details(spyre_dir: Path) -> None:
 
 
 def test_spyre_function_edits_are_noted(spyre_dir: Path) -> None:
-    cfg = load_config(spyre_dir / "example_test_config.yaml", check_paths=False,
-                      env={"TORCH_ROOT": "/x"})
+    cfg = load_config(
+        spyre_dir / "example_test_config.yaml", check_paths=False, env={"TORCH_ROOT": "/x"}
+    )
     assert any("edits.functions" in w.key_path for w in cfg.warnings)
 
 
 def test_cli_validate_spyre_no_paths(spyre_dir: Path) -> None:
-    r = ootest("config", "validate", "--no-paths", *map(str, sorted(spyre_dir.glob("*.yaml"))),
-               env={"TORCH_ROOT": "/nonexistent"})
+    r = ootest(
+        "config",
+        "validate",
+        "--no-paths",
+        *map(str, sorted(spyre_dir.glob("*.yaml"))),
+        env={"TORCH_ROOT": "/nonexistent"},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.count(": ok (") == 3
 
@@ -72,88 +79,185 @@ test_suite_config:
 
 # (yaml, expected problem lines) -- pinned messages.
 CASES = [
-    ("test_suite_config:\n  files: 3\n",
-     ["c.yaml:2:10: test_suite_config.files: expected a list; found a number (3)"]),
-    ("test_suite_config:\n  filez: []\n",
-     ["c.yaml:2:3: test_suite_config.filez: unknown key 'filez'; expected one of: device, "
-      "extends, files, global, labels, timeout. Did you mean 'files'?"]),
-    (BASE + "        - names: [A::test_a]\n          mode: xfial\n",
-     ["c.yaml:6:17: test_suite_config.files[0].tests[0].mode: expected one of "
-      "'mandatory_success', 'xfail', 'xfail_strict' or 'skip'; found 'xfial'. "
-      "Did you mean 'xfail'?"]),
-    (BASE + "        - names: [A::test_a]\n",
-     ["c.yaml:5:11: test_suite_config.files[0].tests[0].mode: missing required key 'mode'"]),
-    (BASE + "        - mode: skip\n",
-     ["c.yaml:5:11: test_suite_config.files[0].tests[0].names: missing required key 'names'"]),
-    (BASE + "        - names: []\n          mode: skip\n",
-     ["c.yaml:5:11: test_suite_config.files[0].tests[0].names: expected a non-empty list; "
-      "found a list"]),
-    (BASE + "        - names: A::test_a\n          mode: skip\n",
-     ["c.yaml:5:18: test_suite_config.files[0].tests[0].names: expected a list; "
-      "found 'A::test_a'"]),
-    (BASE + "        - names: ['re:test_(']\n          mode: skip\n",
-     ["c.yaml:5: files[0].tests[0].names[0]: expected a valid regular expression after "
-      "'re:'; found 'test_(' (missing ), unterminated subpattern at position 5)"]),
-    (BASE + "        - names: ['A::test a']\n          mode: skip\n",
-     ["c.yaml:5: files[0].tests[0].names[0]: expected 'Class::test_method', 'test_method' "
-      "or 're:<regex>'; found 'A::test a'"]),
-    (BASE + "        - names: ['A::t[op]']\n          mode: skip\n",
-     ["c.yaml:5: files[0].tests[0].names[0]: expected 'key=value' pairs in the variant "
-      "filter of 'A::t[op]'; found 'op'"]),
-    ("test_suite_config:\n  files:\n    - path: t.py\n      unlisted_test_mode: never\n",
-     ["c.yaml:4:27: test_suite_config.files[0].unlisted_test_mode: expected one of "
-      "'mandatory_success', 'xfail', 'xfail_strict' or 'skip'; found 'never'"]),
-    ("test_suite_config:\n  files:\n    - pth: t.py\n",
-     ["c.yaml:3:7: test_suite_config.files[0].pth: unknown key 'pth'; expected one of: "
-      "description, device_restrictions, expect, issue, labels, path, reason, tests, "
-      "unlisted_test_mode, when. Did you mean 'path'?",
-      "c.yaml:3:7: test_suite_config.files[0].path: missing required key 'path'"]),
-    ("test_suite_config:\n  global:\n    supported_dtypes: [float16]\n",
-     ["c.yaml:3:24: test_suite_config.global.supported_dtypes[0]: expected a mapping; "
-      "found 'float16'"]),
-    ("test_suite_config:\n  global:\n    supported_ops:\n      - name: add\n        dtype: []\n",
-     ["c.yaml:5:9: test_suite_config.global.supported_ops[0].dtype: unknown key 'dtype'; "
-      "expected one of: description, dtypes, force_xfail, issue, name, reason. "
-      "Did you mean 'dtypes'?"]),
-    ("test_suite_config:\n  global:\n    supported_dtypes:\n      - name: float16\n"
-     "        precision: {atol: big}\n",
-     ["c.yaml:5:27: test_suite_config.global.supported_dtypes[0].precision.atol: "
-      "expected a number; found 'big'"]),
-    ("test_suite_config:\n  global:\n    supported_dtypes:\n      - name: float16\n"
-     "        force_xfail: maybe\n",
-     ["c.yaml:5:22: test_suite_config.global.supported_dtypes[0].force_xfail: "
-      "expected true or false; found 'maybe'"]),
-    ("test_suite_config:\n  files:\n    - path: ${NOPE_UNSET_VAR}/t.py\n",
-     ["c.yaml:3: files[0].path: undefined variable ${NOPE_UNSET_VAR} in path "
-      "'${NOPE_UNSET_VAR}/t.py'; export NOPE_UNSET_VAR=... or remove it from the path"]),
-    ("test_suite_config:\n  files:\n    - path: ${TORCH_ROOT}/test/t.py\n",
-     ["c.yaml:3: files[0].path: undefined variable ${TORCH_ROOT} in path "
-      "'${TORCH_ROOT}/test/t.py'; export TORCH_ROOT=/path/to/pytorch (a checkout whose test/ "
-      "folder holds the upstream tests)"]),
-    ("test_suite_config:\n  files:\n    - path: ${1bad}/t.py\n",
-     ["c.yaml:3: files[0].path: expected a variable name in ${...}; found '1bad'"]),
-    ("test_suite_config:\n  files:\n    - path: missing_file.py\n",
-     ["c.yaml:3: files[0].path: expected an existing test file; found nothing at "
-      "missing_file.py"]),
-    ("test_suite_config:\n  files:\n    - path: 'nothing_*.py'\n",
-     ["c.yaml:3: files[0].path: expected the glob 'nothing_*.py' to match test "
-      "files; it matches none"]),
-    ("test_suite_config:\n  files: [\n",
-     ["c.yaml:3:1: YAML syntax error: expected the node content, but found '<stream end>'; "
-      "fix the syntax"]),
-    ("- just\n- a list\n",
-     ["c.yaml:1:1: expected a mapping with key 'test_suite_config'; found a list"]),
-    ("other: 1\n",
-     ["c.yaml:1:1: test_suite_config: missing required key 'test_suite_config'",
-      "c.yaml:1:1: other: unknown key 'other'; expected one of: relay, test_suite_config"]),
-    (BASE + "        - names: [A::test_a]\n          mode: skip\n          when: {torch: '>>2'}\n",
-     ["c.yaml:7:25: test_suite_config.files[0].tests[0].when.torch: expected a version "
-      "specifier like '>=2.12,<2.14', found '>>2'"]),
-    ("test_suite_config:\n  timeout: -1\n",
-     ["c.yaml:2:12: test_suite_config.timeout: expected a number greater than 0; found -1"]),
-    ("test_suite_config:\n  extends: nothere.yaml\n",
-     ["c.yaml:2:12: test_suite_config.extends[0]: expected an existing config file; found "
-      "no file at nothere.yaml"]),
+    (
+        "test_suite_config:\n  files: 3\n",
+        ["c.yaml:2:10: test_suite_config.files: expected a list; found a number (3)"],
+    ),
+    (
+        "test_suite_config:\n  filez: []\n",
+        [
+            "c.yaml:2:3: test_suite_config.filez: unknown key 'filez'; expected one of: device, "
+            "extends, files, global, labels, timeout. Did you mean 'files'?"
+        ],
+    ),
+    (
+        BASE + "        - names: [A::test_a]\n          mode: xfial\n",
+        [
+            "c.yaml:6:17: test_suite_config.files[0].tests[0].mode: expected one of "
+            "'mandatory_success', 'xfail', 'xfail_strict' or 'skip'; found 'xfial'. "
+            "Did you mean 'xfail'?"
+        ],
+    ),
+    (
+        BASE + "        - names: [A::test_a]\n",
+        ["c.yaml:5:11: test_suite_config.files[0].tests[0].mode: missing required key 'mode'"],
+    ),
+    (
+        BASE + "        - mode: skip\n",
+        ["c.yaml:5:11: test_suite_config.files[0].tests[0].names: missing required key 'names'"],
+    ),
+    (
+        BASE + "        - names: []\n          mode: skip\n",
+        [
+            "c.yaml:5:11: test_suite_config.files[0].tests[0].names: expected a non-empty list; "
+            "found a list"
+        ],
+    ),
+    (
+        BASE + "        - names: A::test_a\n          mode: skip\n",
+        [
+            "c.yaml:5:18: test_suite_config.files[0].tests[0].names: expected a list; "
+            "found 'A::test_a'"
+        ],
+    ),
+    (
+        BASE + "        - names: ['re:test_(']\n          mode: skip\n",
+        [
+            "c.yaml:5: files[0].tests[0].names[0]: expected a valid regular expression after "
+            "'re:'; found 'test_(' (missing ), unterminated subpattern at position 5)"
+        ],
+    ),
+    (
+        BASE + "        - names: ['A::test a']\n          mode: skip\n",
+        [
+            "c.yaml:5: files[0].tests[0].names[0]: expected 'Class::test_method', 'test_method' "
+            "or 're:<regex>'; found 'A::test a'"
+        ],
+    ),
+    (
+        BASE + "        - names: ['A::t[op]']\n          mode: skip\n",
+        [
+            "c.yaml:5: files[0].tests[0].names[0]: expected 'key=value' pairs in the variant "
+            "filter of 'A::t[op]'; found 'op'"
+        ],
+    ),
+    (
+        "test_suite_config:\n  files:\n    - path: t.py\n      unlisted_test_mode: never\n",
+        [
+            "c.yaml:4:27: test_suite_config.files[0].unlisted_test_mode: expected one of "
+            "'mandatory_success', 'xfail', 'xfail_strict' or 'skip'; found 'never'"
+        ],
+    ),
+    (
+        "test_suite_config:\n  files:\n    - pth: t.py\n",
+        [
+            "c.yaml:3:7: test_suite_config.files[0].pth: unknown key 'pth'; expected one of: "
+            "description, device_restrictions, expect, issue, labels, path, reason, tests, "
+            "unlisted_test_mode, when. Did you mean 'path'?",
+            "c.yaml:3:7: test_suite_config.files[0].path: missing required key 'path'",
+        ],
+    ),
+    (
+        "test_suite_config:\n  global:\n    supported_dtypes: [float16]\n",
+        [
+            "c.yaml:3:24: test_suite_config.global.supported_dtypes[0]: expected a mapping; "
+            "found 'float16'"
+        ],
+    ),
+    (
+        "test_suite_config:\n  global:\n    supported_ops:\n      - name: add\n        dtype: []\n",
+        [
+            "c.yaml:5:9: test_suite_config.global.supported_ops[0].dtype: unknown key 'dtype'; "
+            "expected one of: description, dtypes, force_xfail, issue, name, reason. "
+            "Did you mean 'dtypes'?"
+        ],
+    ),
+    (
+        "test_suite_config:\n  global:\n    supported_dtypes:\n      - name: float16\n"
+        "        precision: {atol: big}\n",
+        [
+            "c.yaml:5:27: test_suite_config.global.supported_dtypes[0].precision.atol: "
+            "expected a number; found 'big'"
+        ],
+    ),
+    (
+        "test_suite_config:\n  global:\n    supported_dtypes:\n      - name: float16\n"
+        "        force_xfail: maybe\n",
+        [
+            "c.yaml:5:22: test_suite_config.global.supported_dtypes[0].force_xfail: "
+            "expected true or false; found 'maybe'"
+        ],
+    ),
+    (
+        "test_suite_config:\n  files:\n    - path: ${NOPE_UNSET_VAR}/t.py\n",
+        [
+            "c.yaml:3: files[0].path: undefined variable ${NOPE_UNSET_VAR} in path "
+            "'${NOPE_UNSET_VAR}/t.py'; export NOPE_UNSET_VAR=... or remove it from the path"
+        ],
+    ),
+    (
+        "test_suite_config:\n  files:\n    - path: ${TORCH_ROOT}/test/t.py\n",
+        [
+            "c.yaml:3: files[0].path: undefined variable ${TORCH_ROOT} in path "
+            "'${TORCH_ROOT}/test/t.py'; export TORCH_ROOT=/path/to/pytorch (a checkout whose test/ "
+            "folder holds the upstream tests)"
+        ],
+    ),
+    (
+        "test_suite_config:\n  files:\n    - path: ${1bad}/t.py\n",
+        ["c.yaml:3: files[0].path: expected a variable name in ${...}; found '1bad'"],
+    ),
+    (
+        "test_suite_config:\n  files:\n    - path: missing_file.py\n",
+        [
+            "c.yaml:3: files[0].path: expected an existing test file; found nothing at "
+            "missing_file.py"
+        ],
+    ),
+    (
+        "test_suite_config:\n  files:\n    - path: 'nothing_*.py'\n",
+        [
+            "c.yaml:3: files[0].path: expected the glob 'nothing_*.py' to match test "
+            "files; it matches none"
+        ],
+    ),
+    (
+        "test_suite_config:\n  files: [\n",
+        [
+            "c.yaml:3:1: YAML syntax error: expected the node content, but found '<stream end>'; "
+            "fix the syntax"
+        ],
+    ),
+    (
+        "- just\n- a list\n",
+        ["c.yaml:1:1: expected a mapping with key 'test_suite_config'; found a list"],
+    ),
+    (
+        "other: 1\n",
+        [
+            "c.yaml:1:1: test_suite_config: missing required key 'test_suite_config'",
+            "c.yaml:1:1: other: unknown key 'other'; expected one of: relay, test_suite_config",
+        ],
+    ),
+    (
+        BASE
+        + "        - names: [A::test_a]\n          mode: skip\n          when: {torch: '>>2'}\n",
+        [
+            "c.yaml:7:25: test_suite_config.files[0].tests[0].when.torch: expected a version "
+            "specifier like '>=2.12,<2.14', found '>>2'"
+        ],
+    ),
+    (
+        "test_suite_config:\n  timeout: -1\n",
+        ["c.yaml:2:12: test_suite_config.timeout: expected a number greater than 0; found -1"],
+    ),
+    (
+        "test_suite_config:\n  extends: nothere.yaml\n",
+        [
+            "c.yaml:2:12: test_suite_config.extends[0]: expected an existing config file; found "
+            "no file at nothere.yaml"
+        ],
+    ),
 ]
 
 
@@ -172,22 +276,29 @@ def test_all_problems_reported_at_once(tmp_path: Path) -> None:
 def test_extends_composes_global_and_files(tmp_path: Path) -> None:
     (tmp_path / "t.py").write_text("")
     (tmp_path / "u.py").write_text("")
-    _write(tmp_path, """\
+    _write(
+        tmp_path,
+        """\
         test_suite_config:
           labels: [trunk]
           files: [{path: t.py}]
           global:
             supported_dtypes: [{name: float32}, {name: float16}]
             supported_ops: [add, {name: mul, force_xfail: true}]
-        """, "base.yaml")
-    child = _write(tmp_path, """\
+        """,
+        "base.yaml",
+    )
+    child = _write(
+        tmp_path,
+        """\
         test_suite_config:
           extends: base.yaml
           labels: [nightly]
           files: [{path: u.py}]
           global:
             supported_ops: [{name: mul}]
-        """)
+        """,
+    )
     cfg = load_config(child)
     g = cfg.suite.global_
     assert [d.name for d in g.supported_dtypes or []] == ["float32", "float16"]
@@ -229,7 +340,11 @@ def test_schema_and_no_torch_import() -> None:
     suite = schema["$defs"]["TestSuiteConfig"]["properties"]
     assert {"files", "global", "labels", "extends"} <= set(suite)
     assert schema["$defs"]["TestEntry"]["properties"]["mode"]["enum"] == [
-        "mandatory_success", "xfail", "xfail_strict", "skip"]
+        "mandatory_success",
+        "xfail",
+        "xfail_strict",
+        "skip",
+    ]
 
 
 def test_cli_validate_reports_problems(tmp_path: Path) -> None:

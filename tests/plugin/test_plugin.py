@@ -70,8 +70,9 @@ def test_outcomes(suite: pytest.Pytester) -> None:
 
 def test_stale_names_listed(suite: pytest.Pytester) -> None:
     r = suite.runpytest("--ootest-config", "cfg.yaml")
-    r.stdout.fnmatch_lines(["*ootest: 1 config names matched no test*",
-                            "*cfg.yaml:17: TestA::test_renamed_upstream"])
+    r.stdout.fnmatch_lines(
+        ["*ootest: 1 config names matched no test*", "*cfg.yaml:17: TestA::test_renamed_upstream"]
+    )
 
 
 def test_config_from_env_and_ini(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,19 +96,29 @@ def test_results_jsonl(suite: pytest.Pytester) -> None:
     assert by["test_mod.py::TestA::test_fixed"]["outcome"] == "xpassed_strict"
     skip = by["test_mod.py::TestA::test_skipme"]
     assert (skip["outcome"], skip["reason"], skip["issue"]) == (
-        "skipped", "crashes the device", "https://example.invalid/7")
+        "skipped",
+        "crashes the device",
+        "https://example.invalid/7",
+    )
     assert by["test_mod.py::test_plain"]["outcome"] == "passed"
     assert len(recs) == 6
 
 
 def test_bad_config_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_mod=TESTS)
-    pytester.makefile(".yaml", cfg="test_suite_config:\n  files:\n    - path: test_mod.py\n"
-                      "      unlisted_test_mode: sometimes\n")
+    pytester.makefile(
+        ".yaml",
+        cfg="test_suite_config:\n  files:\n    - path: test_mod.py\n"
+        "      unlisted_test_mode: sometimes\n",
+    )
     r = pytester.runpytest("--ootest-config", "cfg.yaml")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
-    r.stderr.fnmatch_lines(["*ootest: *cfg.yaml:4:27: test_suite_config.files[[]0[]]"
-                            ".unlisted_test_mode: expected one of*found 'sometimes'*"])
+    r.stderr.fnmatch_lines(
+        [
+            "*ootest: *cfg.yaml:4:27: test_suite_config.files[[]0[]]"
+            ".unlisted_test_mode: expected one of*found 'sometimes'*"
+        ]
+    )
     assert "Traceback" not in r.stderr.str()
 
 

@@ -96,7 +96,7 @@ class FileStats:
     device_variants: int = 0
 
 
-@dataclass
+@dataclass(eq=False)  # pluggy needs plugins hashable by identity
 class OotestPlugin:
     config: pytest.Config
     cfg: Config | None

@@ -1,0 +1,94 @@
+"""Behaviour of the emu device. Runs in a subprocess (see test_emu.py) with
+``--ootest-device emu`` so the backend is registered before torch.testing._internal."""
+
+import pytest
+import torch
+
+
+def test_views_alias_storage() -> None:
+    t = torch.zeros(2, 3, device="emu")
+    t.t()[2, 1] = 5.0
+    assert t.cpu()[1, 2].item() == 5.0
+    v = t.view(6)
+    assert v.data_ptr() == t.data_ptr()
+    assert t[1].data_ptr() == t.data_ptr() + 3 * t.element_size()
+    assert t.t().stride() == (1, 3) and t.t().storage_offset() == 0
+    assert t[:, 1:].storage_offset() == 1
+
+
+def test_in_place_and_out() -> None:
+    a = torch.ones(4, device="emu")
+    a.add_(2)
+    out = torch.empty(4, device="emu")
+    torch.mul(a, a, out=out)
+    assert out.cpu().tolist() == [9.0] * 4 and a.cpu().tolist() == [3.0] * 4
+
+
+def test_dtype_conversion_and_scalars() -> None:
+    x = torch.tensor([1.5, 2.5], device="emu")
+    assert x.to(torch.int64).cpu().tolist() == [1, 2]
+    assert x.to(torch.float16).dtype == torch.float16
+    assert x[1].item() == 2.5 and x.device.type == "emu"
+    assert torch.tensor(True, device="emu").item() is True
+
+
+def test_autograd_mlp_matches_cpu() -> None:
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    dev = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    dev.load_state_dict(cpu.state_dict())
+    dev.to("emu")
+    x = torch.randn(5, 8)
+    cpu(x).sum().backward()
+    dev(x.to("emu")).sum().backward()
+    for a, b in zip(cpu.parameters(), dev.parameters(), strict=True):
+        assert b.grad is not None and b.grad.device.type == "emu"
+        torch.testing.assert_close(b.grad.cpu(), a.grad)
+
+
+def test_unsupported_op_raises_standard_error() -> None:
+    with pytest.raises(NotImplementedError, match=r"aten::cumsum.*'emu' backend"):
+        torch.cumsum(torch.ones(3, device="emu"), 0)
+
+
+def test_unsupported_dtype_names_op_and_dtype() -> None:
+    a = torch.ones(2, 2, dtype=torch.int64, device="emu")
+    with pytest.raises(NotImplementedError, match=r"aten::mm does not support dtype Long"):
+        torch.mm(a, a)
+    with pytest.raises(NotImplementedError, match=r"does not support dtype Double"):
+        torch.ones(2, dtype=torch.float64, device="emu")
+
+
+def test_registrations_reflect_profile() -> None:
+    regs = set(torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1"))
+    assert "aten::add.Tensor" in regs and "aten::mm" in regs
+    assert "aten::cumsum" not in regs and "aten::cumsum.out" not in regs
+    assert "aten::empty.memory_format" in regs
+
+
+def test_profile_swap_full() -> None:
+    from ootest.device import emu
+
+    emu.load("full")
+    try:
+        x = torch.arange(4.0, dtype=torch.float64, device="emu")
+        assert torch.cumsum(x, 0).cpu().tolist() == [0.0, 1.0, 3.0, 6.0]
+        assert "aten::cumsum" in torch._C._dispatch_get_registrations_for_dispatch_key(
+            "PrivateUse1"
+        )
+    finally:
+        emu.load("young")
+
+
+def test_device_generic_tests_instantiate_for_emu() -> None:
+    from torch.testing._internal import common_device_type as cdt
+    from torch.testing._internal.common_utils import TestCase
+
+    class TestProbe(TestCase):
+        def test_x(self, device):
+            pass
+
+    scope = {"TestProbe": TestProbe}
+    cdt.instantiate_device_type_tests(TestProbe, scope)
+    names = [n for n in scope if n.startswith("TestProbe")]
+    assert names and any(n in ("TestProbePRIVATEUSE1", "TestProbeEMU") for n in names)
