@@ -45,9 +45,9 @@ def test_spyre_view_ops_details(spyre_dir: Path) -> None:
     assert entry.unlisted_test_mode == "mandatory_success"
     modes = [t.mode for t in entry.tests]
     assert modes.count("xfail") >= 3 and "skip" in modes
-    gcd = [o for o in cfg.suite.global_.supported_ops or [] if o.name == "gcd"][0]
+    gcd = next(o for o in cfg.suite.global_.supported_ops or [] if o.name == "gcd")
     assert gcd.force_xfail is True
-    add = [o for o in cfg.suite.global_.supported_ops or [] if o.name == "add"][0]
+    add = next(o for o in cfg.suite.global_.supported_ops or [] if o.name == "add")
     assert add.dtypes and add.dtypes[0].precision and add.dtypes[0].precision.atol == 1e-3
 
 
