@@ -223,9 +223,13 @@ CASES = [
     ),
     (
         "test_suite_config:\n  files: [\n",
+        ["c.yaml:3:1: YAML syntax error: did not find expected node content; fix the syntax"],
+    ),
+    (
+        "test_suite_config:\n  labels: []\n  labels: [x]\n",
         [
-            "c.yaml:3:1: YAML syntax error: expected the node content, but found '<stream end>'; "
-            "fix the syntax"
+            "c.yaml:3:3: test_suite_config.labels: duplicate key 'labels' (first at line 2); "
+            "keep one"
         ],
     ),
     (

@@ -67,9 +67,7 @@ def show(args: argparse.Namespace) -> int:
     ]
     if cfg.relay is not None:
         out["relay"] = cfg.relay
-    from ruamel.yaml import YAML
+    import yaml
 
-    yaml = YAML(typ="safe", pure=True)
-    yaml.default_flow_style = False
-    yaml.dump(out, sys.stdout)
+    yaml.safe_dump(out, sys.stdout, sort_keys=False, default_flow_style=False)
     return 0

@@ -29,7 +29,7 @@ from ootest.config.model import (
     TestEntry,
     When,
 )
-from ootest.config.names import Variant
+from ootest.config.names import NamePattern, Variant
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,7 @@ class Decision:
     tags: tuple[str, ...] = field(default=())
     labels: tuple[str, ...] = field(default=())
     entry: TestEntry | None = None
+    matched: tuple[NamePattern, ...] = ()  # every config name that matched the variant
 
     @property
     def message(self) -> str:
@@ -103,22 +104,25 @@ def _dtype_ref(refs: list[DtypeRef] | None, name: str) -> DtypeRef | None:
     return next((r for r in refs or () if r.name == name), None)
 
 
-def match_entry(rf: ResolvedFile, v: Variant, ctx: Context) -> TestEntry | None:
+def match_entry(
+    rf: ResolvedFile, v: Variant, ctx: Context
+) -> tuple[TestEntry | None, tuple[NamePattern, ...]]:
+    """The deciding entry and every name that matched (for stale-entry reports)."""
     best: tuple[int, int] | None = None
     chosen: TestEntry | None = None
-    for idx, (entry, patterns) in enumerate(rf.patterns):
-        if not holds(entry.when, ctx):
-            continue
-        for p in patterns:
-            if p.matches(v):
+    matched: list[NamePattern] = []
+    for idx, entry, p in rf.candidates(v):
+        if p.matches(v):
+            matched.append(p)
+            if holds(entry.when, ctx):
                 key = (p.specificity, idx)
                 if best is None or key >= best:
                     best, chosen = key, entry
-    return chosen
+    return chosen, tuple(matched)
 
 
 def decide(rf: ResolvedFile, caps: GlobalCaps, v: Variant, ctx: Context) -> Decision:
-    entry = match_entry(rf, v, ctx)
+    entry, matched = match_entry(rf, v, ctx)
     tags: tuple[str, ...] = ()
     labels = tuple(rf.entry.labels)
     if entry is not None:
@@ -132,7 +136,7 @@ def decide(rf: ResolvedFile, caps: GlobalCaps, v: Variant, ctx: Context) -> Deci
         origin, issue, bucket = rf.entry._origin, None, "unlisted"
 
     def out(m: Mode, why: str, b: str, prec: Precision | None = None) -> Decision:
-        return Decision(m, why, origin, issue, b, prec, tags, labels, entry)
+        return Decision(m, why, origin, issue, b, prec, tags, labels, entry, matched)
 
     if mode == "skip":
         return out(mode, reason, bucket)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 AXES = ("op", "dtype", "module")
 _FILTER = re.compile(r"^(?P<base>.*?)\[(?P<body>[^\[\]]*)\]$")
@@ -40,7 +41,15 @@ class Variant:
     params: tuple[tuple[str, str], ...] = ()
     device_variant: bool = False  # instantiated for the privateuse1 device
 
-    @property
+    def index_keys(self) -> list[tuple[str, str]]:
+        """(axis, value) pairs a variant filter may name; see ResolvedFile.candidates."""
+        keys = [(k, v) for k, v in self.axes.items()]
+        keys += [("dtype", d) for d in self.dtypes]
+        if self.op_name is not None:
+            keys.append(("op", self.op_name))
+        return keys
+
+    @cached_property
     def axes(self) -> dict[str, str]:
         out: dict[str, str] = {}
         if self.op is not None:
@@ -52,7 +61,7 @@ class Variant:
         out.update(dict(sorted(self.params)))
         return out
 
-    @property
+    @cached_property
     def test_id(self) -> str:
         """``TemplateClass::test_method[axes]`` (no file)."""
         axes = self.axes
@@ -60,7 +69,7 @@ class Variant:
         name = f"{self.cls}::{self.method}" if self.cls else self.method
         return name + (f"[{body}]" if body else "")
 
-    @property
+    @cached_property
     def variant_id(self) -> str:
         return f"{self.file}::{self.test_id}"
 
@@ -128,6 +137,9 @@ class NamePattern:
                 return False
             if key == "dtype":
                 if value not in v.dtypes and value != have:
+                    return False
+            elif key == "op":
+                if value not in (v.op, v.op_name):
                     return False
             elif have != value:
                 return False

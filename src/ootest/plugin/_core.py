@@ -206,18 +206,12 @@ class OotestPlugin:
             st.device_variants += v.device_variant
             d = decide(rf, self.cfg.suite.global_, v, self.ctx)
             item.stash[DECISION] = d
-            self._track_usage(rf, v)
+            self.used_patterns.update(id(p) for p in d.matched)
             for tag in d.tags:
                 self._mark(item, f"tag__{tag}", f"config tag {tag}")
             for label in d.labels:
                 self._mark(item, f"label__{label}", f"config label {label}")
             self._apply(item, d)
-
-    def _track_usage(self, rf: ResolvedFile, v: Variant) -> None:
-        for _, patterns in rf.patterns:
-            for p in patterns:
-                if id(p) not in self.used_patterns and p.matches(v):
-                    self.used_patterns.add(id(p))
 
     def _apply(self, item: pytest.Item, d: Decision) -> None:
         if d.mode == "skip":

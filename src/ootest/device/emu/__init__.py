@@ -82,7 +82,7 @@ def profiles() -> list[str]:
 
 
 def read_profile(name_or_path: str) -> Profile:
-    from ruamel.yaml import YAML
+    import yaml
 
     path = Path(name_or_path)
     if not path.suffix:
@@ -92,7 +92,7 @@ def read_profile(name_or_path: str) -> Profile:
             f"emu: unknown profile {name_or_path!r}; expected one of {', '.join(profiles())} "
             "or a path to a profile YAML file"
         )
-    data = YAML(typ="safe").load(path.read_text()) or {}
+    data = yaml.safe_load(path.read_text()) or {}
     dtypes = [str(d) for d in data.get("dtypes", [])]
     if dtypes == ["*"]:
         dtypes = []

@@ -1,0 +1,171 @@
+"""Collection overhead of the ootest plugin, as ratios against plain pytest.
+
+Builds a scaled-up upstream-style suite (one ``@ops(op_db)`` method plus
+``@dtypes`` methods: several thousand emu variants) in a temporary folder and
+times ``pytest --collect-only`` in one run, alternating:
+
+  baseline   plain pytest, plugin disabled (-p no:ootest), emu registered by a tiny plugin
+  ootest     the plugin with a 10,000-entry config (+ marks on every variant)
+  -k list    plain pytest with a 2,000-name skip list as -k "not a and not b ..."
+
+Prints the best-of-N wall time of each and the ratios to the baseline
+(target for ootest: <= 1.05). Usage: python bench/collect_overhead.py [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+SUITE = """
+import torch
+from torch.testing._internal.common_device_type import (
+    dtypes, instantiate_device_type_tests, ops)
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestScaled(TestCase):
+    @ops(op_db)
+    def test_op(self, device, dtype, op):
+        pass
+"""
+for _i in range(20):
+    SUITE += f"""
+    @dtypes(torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.float64)
+    def test_plain_{_i}(self, device, dtype):
+        pass
+"""
+SUITE += "\ninstantiate_device_type_tests(TestScaled, globals())\n"
+
+LOADER = "import ootest.device.emu as e\ne.load('young')\n"
+
+
+def _pytest(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, str | None]:
+    start = time.perf_counter()
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    elapsed = time.perf_counter() - start
+    if r.returncode != 0:
+        last = (r.stdout + r.stderr).strip().splitlines()[-3:]
+        return elapsed, None if not last else "FAILED: " + " | ".join(last)[-300:]
+    return elapsed, r.stdout
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--workdir", help="keep the generated suite and config here")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(args.workdir or d)
+        tmp.mkdir(parents=True, exist_ok=True)
+        (tmp / "test_scaled.py").write_text(SUITE)
+        (tmp / "bench_emu_loader.py").write_text(LOADER)
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(tmp),
+            "PYTORCH_TESTING_DEVICE_ONLY_FOR": "privateuse1",
+        }
+        base_args = ["-p", "no:ootest", "-p", "bench_emu_loader", "test_scaled.py"]
+        _, listing = _pytest(base_args, tmp, env)  # warm-up, and the variant names
+        assert listing is not None and not listing.startswith("FAILED"), listing
+        names = [ln.split("::")[-1] for ln in listing.splitlines() if "::" in ln]
+        print(f"suite: {len(names)} emu variants")
+
+        # 10,000 config entries: real variant names first (op/dtype filters), then
+        # names of tests that do not exist (stale entries cost matching time too).
+        ops_dtypes = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                textwrap.dedent("""
+                from torch.testing._internal.common_methods_invocations import op_db
+                for op in op_db:
+                    for d in ("float32", "float16", "int64", "bool", "bfloat16", "float64"):
+                        print(op.full_name, d)
+            """),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split("\n")
+        modes = ["mandatory_success", "xfail", "skip", "xfail_strict"]
+        lines = [
+            "test_suite_config:",
+            "  files:",
+            "    - path: test_scaled.py",
+            "      unlisted_test_mode: mandatory_success",
+            "      tests:",
+        ]
+        n = 0
+        for pair in ops_dtypes:
+            if not pair.strip() or n >= 9000:
+                continue
+            op, dt = pair.split()
+            lines.append(f"        - names: ['TestScaled::test_op[op={op},dtype={dt}]']")
+            lines.append(f"          mode: {modes[n % 4]}")
+            n += 1
+        while n < 10_000:
+            lines.append(f"        - names: [TestScaled::test_gone_{n}]")
+            lines.append("          mode: skip")
+            n += 1
+        lines += [
+            "  global:",
+            "    supported_dtypes: [{name: float32}, {name: float16}, "
+            "{name: int64}, {name: bfloat16}]",
+        ]
+        (tmp / "big.yaml").write_text("\n".join(lines) + "\n")
+        kexpr = " and ".join(f"not {x}" for x in names[:2000])
+        if args.repeat == 0:
+            return
+
+        runs = {
+            "baseline (plain pytest)": base_args,
+            "ootest plugin, 10,000-entry config": [
+                "--ootest-config",
+                "big.yaml",
+                "--ootest-device",
+                "emu",
+                "test_scaled.py",
+            ],
+            "-k skip list, 2,000 names": [*base_args, "-k", kexpr],
+            "-k skip list, 300 names": [
+                *base_args,
+                "-k",
+                " and ".join(f"not {x}" for x in names[:300]),
+            ],
+        }
+        best = {k: float("inf") for k in runs}
+        failed: dict[str, str] = {}
+        for _ in range(args.repeat):
+            for label, a in runs.items():
+                if label in failed:
+                    continue
+                t, out = _pytest(a, tmp, env)
+                if out is None or out.startswith("FAILED"):
+                    failed[label] = out or "FAILED"
+                    continue
+                best[label] = min(best[label], t)
+        base = best["baseline (plain pytest)"]
+        print(f"{'run':40s} {'best s':>8s} {'ratio':>7s}")
+        for label, t in best.items():
+            if label in failed:
+                print(f"{label:40s} {'-':>8s} {'-':>7s}  {failed[label]}")
+            else:
+                print(f"{label:40s} {t:8.2f} {t / base:7.3f}")
+
+
+if __name__ == "__main__":
+    main()
