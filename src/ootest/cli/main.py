@@ -17,7 +17,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def _parser() -> argparse.ArgumentParser:
-    from ootest.cli import config_cmd, run_cmd
+    from ootest.cli import config_cmd, relay_cmd, run_cmd
 
     p = argparse.ArgumentParser(
         prog="ootest",
@@ -26,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run_cmd.add_parser(sub)
     config_cmd.add_parser(sub)
+    relay_cmd.add_parser(sub)
     return p
 
 

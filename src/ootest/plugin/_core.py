@@ -106,7 +106,8 @@ class OotestPlugin:
     stats: dict[str, FileStats] = field(default_factory=dict)
     used_patterns: set[int] = field(default_factory=set)
     seen_files: set[str] = field(default_factory=set)
-    registered_marks: set[str] = field(default_factory=set)
+    registered_marks: dict[str, pytest.MarkDecorator] = field(default_factory=dict)
+    _files: dict[Path, ResolvedFile | None] = field(default_factory=dict)
     outcomes: Counter[str] = field(default_factory=Counter)
     _results_fh: Any = None
 
@@ -142,7 +143,9 @@ class OotestPlugin:
 
     # -------------------------------------------------------------- collection
     def _file(self, path: Path) -> ResolvedFile | None:
-        return self.cfg.file_for(path) if self.cfg is not None else None
+        if path not in self._files:
+            self._files[path] = self.cfg.file_for(path) if self.cfg is not None else None
+        return self._files[path]
 
     @contextlib.contextmanager
     def _bypass_env(self) -> Iterator[None]:
@@ -176,42 +179,55 @@ class OotestPlugin:
                 setattr(value, "bypass_device_restrictions", True)  # noqa: B010
         return report
 
-    def _mark(self, item: pytest.Item, name: str, doc: str) -> None:
-        if name not in self.registered_marks:
-            self.config.addinivalue_line("markers", f"{name}: {doc}")
-            self.registered_marks.add(name)
-        item.add_marker(getattr(pytest.mark, name))
+    def _marks(self, wanted: dict[str, str]) -> None:
+        """Register new mark names in one batch, then build their decorators.
+
+        Registering first matters: pytest re-reads every registered marker each
+        time an unknown name is looked up, which is quadratic over thousands.
+        """
+        new = [n for n in wanted if n not in self.registered_marks]
+        for name in new:
+            self.config.addinivalue_line("markers", f"{name}: {wanted[name]}")
+        for name in new:
+            self.registered_marks[name] = getattr(pytest.mark, name)
 
     def pytest_collection_modifyitems(
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
         rootdir = str(config.rootpath)
         names = {self.device.name} if self.device else set()
+        planned: list[tuple[pytest.Item, list[str]]] = []
+        wanted: dict[str, str] = {}
         for item in items:
             v = variant_from_item(item, rootdir, names)
             item.stash[VARIANT] = v
+            marks: dict[str, str] = {}
             for op in dict.fromkeys(x for x in (v.op_name, v.op) if x):
-                self._mark(item, f"op__{op}", f"variants of op {op}")
+                marks[f"op__{op}"] = f"variants of op {op}"
             for dt in v.dtypes:
-                self._mark(item, f"dtype__{dt}", f"variants of dtype {dt}")
+                marks[f"dtype__{dt}"] = f"variants of dtype {dt}"
             if v.module:
-                self._mark(item, f"module__{v.module}", f"variants of module {v.module}")
+                marks[f"module__{v.module}"] = f"variants of module {v.module}"
             rf = self._file(item.path)
-            if rf is None or self.cfg is None:
-                continue
-            key = str(item.path)
-            self.seen_files.add(os.path.realpath(key))
-            st = self.stats.setdefault(key, FileStats())
-            st.collected += 1
-            st.device_variants += v.device_variant
-            d = decide(rf, self.cfg.suite.global_, v, self.ctx)
-            item.stash[DECISION] = d
-            self.used_patterns.update(id(p) for p in d.matched)
-            for tag in d.tags:
-                self._mark(item, f"tag__{tag}", f"config tag {tag}")
-            for label in d.labels:
-                self._mark(item, f"label__{label}", f"config label {label}")
-            self._apply(item, d)
+            if rf is not None and self.cfg is not None:
+                self.seen_files.add(os.path.realpath(item.path))
+                st = self.stats.setdefault(str(item.path), FileStats())
+                st.collected += 1
+                st.device_variants += v.device_variant
+                d = decide(rf, self.cfg.suite.global_, v, self.ctx)
+                item.stash[DECISION] = d
+                self.used_patterns.update(id(p) for p in d.matched)
+                for tag in d.tags:
+                    marks[f"tag__{tag}"] = f"config tag {tag}"
+                for label in d.labels:
+                    marks[f"label__{label}"] = f"config label {label}"
+                self._apply(item, d)
+            wanted.update(marks)
+            planned.append((item, list(marks)))
+        self._marks(wanted)
+        for item, mark_names in planned:
+            for name in mark_names:
+                item.add_marker(self.registered_marks[name])
 
     def _apply(self, item: pytest.Item, d: Decision) -> None:
         if d.mode == "skip":

@@ -38,13 +38,16 @@ def template_class(cls: type) -> tuple[type, str | None]:
 
 
 def _param_kwargs(func: Any) -> dict[str, Any]:
-    try:
-        sig = inspect.signature(func, follow_wrapped=False)
-    except (TypeError, ValueError):
+    # instantiate_device_type_tests binds them as the default of a trailing
+    # ``param_kwargs`` parameter of the instantiated test (read without inspect:
+    # this runs for every one of thousands of variants).
+    code = getattr(func, "__code__", None)
+    defaults = getattr(func, "__defaults__", None)
+    if code is None or not defaults:
         return {}
-    p = sig.parameters.get("param_kwargs")
-    if p is not None and isinstance(p.default, dict):
-        return p.default
+    names = code.co_varnames[: code.co_argcount]
+    if names and names[-1] == "param_kwargs" and isinstance(defaults[-1], dict):
+        return defaults[-1]
     return {}
 
 

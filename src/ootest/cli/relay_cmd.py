@@ -1,0 +1,256 @@
+"""``ootest relay gate|resolve|plan|report|emulate`` (never imports torch)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ootest.errors import UserError
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("relay", help="PyTorch Cross-Repository CI Relay (CRCR) integration")
+    rs = p.add_subparsers(dest="relay_command", required=True, metavar="ACTION")
+
+    g = rs.add_parser("gate", help="decide whether a dispatch is worth a build")
+    g.add_argument("event", nargs="?", help="event JSON (default: $GITHUB_EVENT_PATH)")
+    g.add_argument("--config", help="ootest config whose relay: section is the policy")
+    g.add_argument("--device", help="device name for the ciflow/crcr/<device> label")
+    g.add_argument("--json", action="store_true", help="print the decision as JSON")
+    g.set_defaults(func=gate_cmd)
+
+    r = rs.add_parser("resolve", help="the exact PyTorch commit to build")
+    r.add_argument("event", nargs="?", help="event JSON (default: $GITHUB_EVENT_PATH)")
+    r.add_argument("--config")
+    r.add_argument("--device")
+    r.add_argument("--repo", help="a local pytorch clone to search (git log --grep)")
+    r.add_argument("--api", action="store_true", help="search through the GitHub REST API")
+    r.add_argument(
+        "--fallback",
+        choices=("fail", "head"),
+        default="fail",
+        help="when a landed PR's commit is not found: fail (default) or build the "
+        "branch head (needs --repo)",
+    )
+    r.add_argument("--nightly-message", help="resolve a nightly: the nightly commit's message")
+    r.set_defaults(func=resolve_cmd)
+
+    pl = rs.add_parser("plan", help="GitHub Actions matrix of combinations")
+    pl.add_argument("--sha", required=True, help="resolved PyTorch SHA")
+    pl.add_argument("--suite", action="append", default=[], help="suite config (repeatable)")
+    pl.add_argument("--shards", type=int, default=1)
+    pl.add_argument("--backend-ref", default="main")
+    pl.add_argument(
+        "--compat",
+        action="append",
+        default=[],
+        help="an older backend release to test as well (repeatable)",
+    )
+    pl.set_defaults(func=plan_cmd)
+
+    rp = rs.add_parser("report", help="send the status callback to the relay")
+    rp.add_argument("--status", required=True, choices=("in_progress", "completed"))
+    rp.add_argument("--conclusion")
+    rp.add_argument("--results", help="ootest JSONL results or any JUnit XML")
+    rp.add_argument("--event", help="event JSON (default: $GITHUB_EVENT_PATH)")
+    rp.add_argument("--relay-url", default=os.environ.get("OOTEST_RELAY_URL"))
+    rp.add_argument("--job-name", help="unique per matrix leg (default: $OOTEST_JOB_NAME)")
+    rp.add_argument("--artifact-url")
+    rp.add_argument("--nightly", metavar="SHA", help="nightly self-report for this SHA")
+    rp.add_argument("--periodic", metavar="SHA", help="periodic self-report for this SHA")
+    rp.add_argument("--state-dir", help="where accepted transitions are remembered")
+    rp.add_argument(
+        "--soft",
+        action="store_true",
+        help="a delivery failure is a warning (exit 0); usage errors still fail",
+    )
+    rp.add_argument("--attempts", type=int, default=6)
+    rp.set_defaults(func=report_cmd)
+
+    em = rs.add_parser("emulate", help="run a local relay + HUD emulator on loopback")
+    em.add_argument("--port", type=int, default=8787)
+    em.add_argument("--dispatch", help="fixture to send as a dispatch to --command")
+    em.add_argument("--command", help="command under test (run without a shell)")
+    em.add_argument("--repository", default="example/backend")
+    em.add_argument("--rate-limit", type=int, default=100)
+    em.set_defaults(func=emulate_cmd)
+
+
+def _event_text(path: str | None) -> str:
+    src = path or os.environ.get("GITHUB_EVENT_PATH")
+    if not src:
+        raise UserError("no event: pass EVENT_FILE or set GITHUB_EVENT_PATH")
+    try:
+        with open(src, "rb") as fh:
+            data = fh.read(1_000_001)
+    except OSError as e:
+        raise UserError(f"{src}: cannot read the event: {e.strerror}") from None
+    if len(data) > 1_000_000:
+        raise UserError(f"{src}: event file larger than 1 MB; refusing")
+    return data.decode("utf-8", errors="replace")
+
+
+def gate_cmd(args: argparse.Namespace) -> int:
+    from ootest.relay.gate import gate, load_policy, parse_envelope, write_github_output
+
+    policy = load_policy(args.config, args.device)
+    env = parse_envelope(_event_text(args.event))
+    res = gate(env, policy)
+    out = res.outputs()
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"{'run' if res.run else 'skip'}: {res.reason}")
+    gh = os.environ.get("GITHUB_OUTPUT")
+    if gh:
+        write_github_output(out, gh)
+    return 0
+
+
+def resolve_cmd(args: argparse.Namespace) -> int:
+    from ootest.relay import resolve as rv
+    from ootest.relay.gate import gate, load_policy, parse_envelope, write_github_output
+
+    if args.nightly_message is not None:
+        sha, how = rv.nightly_source(args.nightly_message), "nightly source"
+    else:
+        res = gate(parse_envelope(_event_text(args.event)), load_policy(args.config, args.device))
+        if not res.run:
+            raise UserError(f"nothing to resolve: the gate skips this event ({res.reason})")
+        if res.kind == "landed":
+            import httpx
+
+            client = httpx.Client(timeout=30) if args.api else None
+            found = rv.resolve_landed(
+                int(res.pr_number),
+                res.base,
+                repo=args.repo,
+                client=client,
+                token=os.environ.get("GITHUB_TOKEN"),
+                fallback=args.fallback,
+            )
+            sha, how = found.sha, found.how
+        else:
+            sha, how = res.sha, f"{res.kind} head"
+    print(f"{sha}  ({how})")
+    gh = os.environ.get("GITHUB_OUTPUT")
+    if gh:
+        write_github_output({"sha": sha}, gh)
+    return 0
+
+
+def plan_cmd(args: argparse.Namespace) -> int:
+    from ootest.relay.plan import plan
+
+    print(
+        json.dumps(
+            plan(
+                args.sha,
+                args.suite,
+                shards=args.shards,
+                backend_ref=args.backend_ref,
+                compat=args.compat,
+            )
+        )
+    )
+    return 0
+
+
+def report_cmd(args: argparse.Namespace) -> int:
+    import httpx
+
+    from ootest.relay import report as rp
+    from ootest.relay.gate import parse_envelope
+
+    env = dict(os.environ)
+    if not args.relay_url:
+        raise UserError("--relay-url (or OOTEST_RELAY_URL) is required")
+    if args.nightly or args.periodic:
+        if args.status != "completed":
+            raise UserError("nightly/periodic self-reports send --status completed only")
+        kind, sha = ("nightly", args.nightly) if args.nightly else ("periodic", args.periodic)
+        payload = rp.self_report_payload(kind, sha)
+    else:
+        envelope = parse_envelope(_event_text(args.event))
+        payload = {
+            "event_type": envelope.event_type,
+            "delivery_id": envelope.delivery_id,
+            "payload": envelope.payload,
+        }
+    job = rp.JobInfo.from_env(args.job_name, env)
+    job.artifact_url = args.artifact_url
+    results = rp.test_results(args.results) if args.results else None
+    body = rp.build_body(payload, job, args.status, args.conclusion, results)
+    state = rp.StateFile(
+        Path(args.state_dir or os.path.join(env.get("RUNNER_TEMP") or ".ootest", "relay-state"))
+    )
+
+    def log(msg: str) -> None:
+        print(f"ootest relay: {msg}", file=sys.stderr)
+
+    try:
+        with httpx.Client(timeout=httpx.Timeout(10.0)) as client:
+            token = rp.oidc_token(client, env)
+            outcome = rp.send(
+                client,
+                args.relay_url,
+                token,
+                body,
+                state,
+                rp.Retry(attempts=max(1, args.attempts)),
+                log,
+                repo=env.get("GITHUB_REPOSITORY", ""),
+            )
+    except rp.DeliveryError as e:
+        if args.soft:
+            print(f"::warning::ootest relay: {e}")
+            return 0
+        log(str(e))
+        return 1
+    print(f"ootest relay: {args.status} {outcome} for job {job.job_name!r}")
+    return 0
+
+
+def emulate_cmd(args: argparse.Namespace) -> int:
+    from ootest.relay.emulate import Emulator
+
+    emu = Emulator(port=args.port, rate_limit=args.rate_limit).start()
+    print(f"ootest relay emulator on {emu.url} (jobs: {emu.url}/jobs)", flush=True)
+    try:
+        if args.command:
+            with tempfile.TemporaryDirectory() as d:
+                env = dict(os.environ)
+                env.update(
+                    {
+                        "OOTEST_RELAY_URL": emu.url,
+                        "OOTEST_RELAY_TOKEN": emu.issue_token(args.repository),
+                        "GITHUB_REPOSITORY": args.repository,
+                        "GITHUB_RUN_ID": env.get("GITHUB_RUN_ID", str(int(time.time()))),
+                        "GITHUB_RUN_ATTEMPT": env.get("GITHUB_RUN_ATTEMPT", "1"),
+                        "RUNNER_TEMP": d,
+                    }
+                )
+                if args.dispatch:
+                    client_payload = json.loads(Path(args.dispatch).read_text())
+                    event = {
+                        "action": client_payload.get("event_type"),
+                        "client_payload": client_payload,
+                    }
+                    ev = Path(d) / "event.json"
+                    ev.write_text(json.dumps(event))
+                    env["GITHUB_EVENT_PATH"] = str(ev)
+                rc = subprocess.call(shlex.split(args.command), env=env)
+            print(json.dumps(emu.jobs(), indent=2))
+            return rc
+        while True:
+            time.sleep(3600)
+    finally:
+        emu.stop()

