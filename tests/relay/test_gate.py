@@ -55,11 +55,16 @@ def test_fixture_refs() -> None:
     assert (res.kind, res.sha, res.ref) == ("push", "d" * 40, "refs/tags/ciflow/trunk/12345")
 
 
-@pytest.mark.parametrize("name", ["github_webhook_pull_request_opened.json",
-                                  "github_webhook_pull_request_synchronize.json"])
+@pytest.mark.parametrize(
+    "name",
+    ["github_webhook_pull_request_opened.json", "github_webhook_pull_request_synchronize.json"],
+)
 def test_github_examples_rejected_for_repository(name: str) -> None:
-    with pytest.raises(EnvelopeError, match=r"expected 'pytorch/pytorch', found "
-                       r"'Codertocat/Hello-World'"):
+    with pytest.raises(
+        EnvelopeError,
+        match=r"expected 'pytorch/pytorch', found "
+        r"'Codertocat/Hello-World'",
+    ):
         parse_envelope(fixture(name))
 
 
@@ -73,7 +78,12 @@ def _landed(merged: bool, labels: list[str], base: str = "main") -> dict:  # typ
 def test_landed_by_merged_label_and_branch() -> None:
     res = gate(parse_envelope(_landed(False, ["Merged"])), L3)
     assert (res.run, res.kind, res.base, res.pr_number, res.sha) == (
-        True, "landed", "main", "12345", "")
+        True,
+        "landed",
+        "main",
+        "12345",
+        "",
+    )
     assert gate(parse_envelope(_landed(True, [])), L3).run
     assert gate(parse_envelope(_landed(False, ["Merged"], "release/2.13")), L3).run
     res = gate(parse_envelope(_landed(False, ["Merged"], "feature-x")), L3)
@@ -86,7 +96,7 @@ def test_label_gated_pr_runs_with_label() -> None:
     assert gate(parse_envelope(env), L3).run
 
 
-HOSTILE = "x\"; echo pwned $(id) `id`\nrun=true\n${{ github.token }}"
+HOSTILE = 'x"; echo pwned $(id) `id`\nrun=true\n${{ github.token }}'
 
 
 def test_hostile_strings_never_reach_outputs(tmp_path: Path) -> None:
@@ -106,7 +116,7 @@ def test_hostile_strings_never_reach_outputs(tmp_path: Path) -> None:
     while i < len(lines):
         key, delim = lines[i].split("<<")
         j = lines.index(delim, i + 1)
-        values[key] = "\n".join(lines[i + 1:j])
+        values[key] = "\n".join(lines[i + 1 : j])
         i = j + 1
     assert values["run"] == "true" and values["sha"] == "a" * 40
 
@@ -116,8 +126,10 @@ def test_hostile_strings_never_reach_outputs(tmp_path: Path) -> None:
     [
         (lambda e: e["payload"]["pull_request"]["head"].update(sha="abc"), "40-character"),
         (lambda e: e["payload"]["pull_request"]["head"].update(sha="A" * 40), "40-character"),
-        (lambda e: e["payload"]["pull_request"]["head"].update(sha="$(id)" + "a" * 35),
-         "40-character"),
+        (
+            lambda e: e["payload"]["pull_request"]["head"].update(sha="$(id)" + "a" * 35),
+            "40-character",
+        ),
         (lambda e: e.pop("delivery_id"), "missing field 'delivery_id'"),
         (lambda e: e.update(delivery_id="id; rm -rf /"), "delivery_id: expected"),
         (lambda e: e.update(event_type="workflow_run"), "expected 'pull_request' or 'push'"),
@@ -125,8 +137,10 @@ def test_hostile_strings_never_reach_outputs(tmp_path: Path) -> None:
         (lambda e: e["payload"]["pull_request"].update(number=True), "expected int"),
         (lambda e: e["payload"].update(repository="pytorch/pytorch"), "expected dict"),
         (lambda e: e["payload"].update(pad="x" * 70_000), "GitHub caps it at 65535"),
-        (lambda e: e["payload"]["repository"].update(full_name="pytorch/pytorch\n$(id)"),
-         "'<unprintable>'"),
+        (
+            lambda e: e["payload"]["repository"].update(full_name="pytorch/pytorch\n$(id)"),
+            "'<unprintable>'",
+        ),
     ],
 )
 def test_malformed_envelopes_rejected(mutate, message: str) -> None:  # type: ignore[no-untyped-def]
@@ -147,8 +161,9 @@ def test_cli_gate_writes_github_output(tmp_path: Path) -> None:
     if not CRCR.is_dir():
         pytest.skip("no fixtures")
     event = tmp_path / "event.json"
-    event.write_text(json.dumps({"action": "push",
-                                 "client_payload": fixture("push_ciflow_tag.json")}))
+    event.write_text(
+        json.dumps({"action": "push", "client_payload": fixture("push_ciflow_tag.json")})
+    )
     out = tmp_path / "gh_out"
     r = ootest("relay", "gate", env={"GITHUB_EVENT_PATH": str(event), "GITHUB_OUTPUT": str(out)})
     assert r.returncode == 0, r.stderr
@@ -167,9 +182,13 @@ def test_cli_gate_rejects_with_exit_2() -> None:
 def test_relay_commands_do_not_import_torch() -> None:
     if not CRCR.is_dir():
         pytest.skip("no fixtures")
-    code = ("import sys; from ootest.cli.main import main; "
-            f"rc = main(['relay', 'gate', {str(CRCR / 'push_ciflow_tag.json')!r}]); "
-            "assert 'torch' not in sys.modules; sys.exit(rc)")
-    r = run([sys.executable, "-c", code], env={k: v for k, v in os.environ.items()
-                                               if k != "GITHUB_OUTPUT"})
+    code = (
+        "import sys; from ootest.cli.main import main; "
+        f"rc = main(['relay', 'gate', {str(CRCR / 'push_ciflow_tag.json')!r}]); "
+        "assert 'torch' not in sys.modules; sys.exit(rc)"
+    )
+    r = run(
+        [sys.executable, "-c", code],
+        env={k: v for k, v in os.environ.items() if k != "GITHUB_OUTPUT"},
+    )
     assert r.returncode == 0, r.stderr

@@ -14,8 +14,11 @@ from ootest.relay import report as rp
 from ootest.relay.emulate import Emulator
 from tests.conftest import ROOT, run
 
-PAYLOAD = {"event_type": "push", "delivery_id": "d-1",
-           "payload": {"repository": {"full_name": "pytorch/pytorch"}, "after": "a" * 40}}
+PAYLOAD = {
+    "event_type": "push",
+    "delivery_id": "d-1",
+    "payload": {"repository": {"full_name": "pytorch/pytorch"}, "after": "a" * 40},
+}
 
 
 @pytest.fixture
@@ -26,20 +29,43 @@ def relay():  # type: ignore[no-untyped-def]
 
 
 def _job(name: str = "suite | shard 1/1", attempt: int = 1) -> rp.JobInfo:
-    return rp.JobInfo(name="ci", url="https://github.com/o/r/actions/runs/7", run_id=7,
-                      run_attempt=attempt, job_name=name)
+    return rp.JobInfo(
+        name="ci",
+        url="https://github.com/o/r/actions/runs/7",
+        run_id=7,
+        run_attempt=attempt,
+        job_name=name,
+    )
 
 
-def _send(relay: Emulator, tmp_path: Path, status: str, *, attempts: int = 6,
-          job: rp.JobInfo | None = None, timeout: float = 5.0) -> str:
-    body = rp.build_body(PAYLOAD, job or _job(), status,
-                         "success" if status == "completed" else None,
-                         {"passed": 3, "failed": 0, "skipped": 1, "total": 4})
+def _send(
+    relay: Emulator,
+    tmp_path: Path,
+    status: str,
+    *,
+    attempts: int = 6,
+    job: rp.JobInfo | None = None,
+    timeout: float = 5.0,
+) -> str:
+    body = rp.build_body(
+        PAYLOAD,
+        job or _job(),
+        status,
+        "success" if status == "completed" else None,
+        {"passed": 3, "failed": 0, "skipped": 1, "total": 4},
+    )
     logs: list[str] = []
     with httpx.Client(timeout=timeout) as client:
-        return rp.send(client, relay.url, relay.issue_token("o/r"), body,
-                       rp.StateFile(tmp_path), rp.Retry(attempts=attempts, base=0.01),
-                       logs.append, repo="o/r")
+        return rp.send(
+            client,
+            relay.url,
+            relay.issue_token("o/r"),
+            body,
+            rp.StateFile(tmp_path),
+            rp.Retry(attempts=attempts, base=0.01),
+            logs.append,
+            repo="o/r",
+        )
 
 
 def test_full_job_accepted(relay: Emulator, tmp_path: Path) -> None:
@@ -51,8 +77,7 @@ def test_full_job_accepted(relay: Emulator, tmp_path: Path) -> None:
     assert [e["status"] for e in relay.accepted()] == ["in_progress", "completed"]
 
 
-def test_state_machine_rejects_out_of_order_and_duplicates(relay: Emulator,
-                                                           tmp_path: Path) -> None:
+def test_state_machine_rejects_out_of_order_and_duplicates(relay: Emulator, tmp_path: Path) -> None:
     with pytest.raises(rp.DeliveryError, match="HTTP 400"):
         _send(relay, tmp_path, "completed")  # completed before in_progress
     _send(relay, tmp_path / "a", "in_progress")
@@ -83,8 +108,9 @@ def test_gives_up_after_bounded_attempts(relay: Emulator, tmp_path: Path) -> Non
 
 def test_bad_token_rejected(relay: Emulator, tmp_path: Path) -> None:
     body = rp.build_body(PAYLOAD, _job(), "in_progress", None, None)
-    r = httpx.post(f"{relay.url}/github/callback", json=body,
-                   headers={"Authorization": "Bearer not-a-jwt"})
+    r = httpx.post(
+        f"{relay.url}/github/callback", json=body, headers={"Authorization": "Bearer not-a-jwt"}
+    )
     assert r.status_code == 401
 
 
@@ -101,12 +127,18 @@ def test_rate_limit(tmp_path: Path) -> None:
 
 def test_results_from_jsonl_and_junit(tmp_path: Path) -> None:
     jl = tmp_path / "r.jsonl"
-    jl.write_text("\n".join(json.dumps({"outcome": o}) for o in
-                            ("passed", "failed", "skipped", "xfailed", "xpassed_strict")))
+    jl.write_text(
+        "\n".join(
+            json.dumps({"outcome": o})
+            for o in ("passed", "failed", "skipped", "xfailed", "xpassed_strict")
+        )
+    )
     assert rp.test_results(jl) == {"passed": 2, "failed": 2, "skipped": 1, "total": 5}
     xml = tmp_path / "j.xml"
-    xml.write_text("<testsuites><testsuite><testcase name='a'/><testcase name='b'><failure/>"
-                   "</testcase><testcase name='c'><skipped/></testcase></testsuite></testsuites>")
+    xml.write_text(
+        "<testsuites><testsuite><testcase name='a'/><testcase name='b'><failure/>"
+        "</testcase><testcase name='c'><skipped/></testcase></testsuite></testsuites>"
+    )
     assert rp.test_results(xml) == {"passed": 1, "failed": 1, "skipped": 1, "total": 3}
 
 
@@ -116,14 +148,22 @@ def test_cli_report_end_to_end_token_never_printed(relay: Emulator, tmp_path: Pa
     results = tmp_path / "r.jsonl"
     results.write_text(json.dumps({"outcome": "passed"}) + "\n")
     token = relay.issue_token("o/r")
-    env = {"OOTEST_RELAY_URL": relay.url, "OOTEST_RELAY_TOKEN": token,
-           "GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "42",
-           "GITHUB_RUN_ATTEMPT": "1", "OOTEST_JOB_NAME": "suite | shard 1/1",
-           "RUNNER_TEMP": str(tmp_path)}
+    env = {
+        "OOTEST_RELAY_URL": relay.url,
+        "OOTEST_RELAY_TOKEN": token,
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REPOSITORY": "o/r",
+        "GITHUB_RUN_ID": "42",
+        "GITHUB_RUN_ATTEMPT": "1",
+        "OOTEST_JOB_NAME": "suite | shard 1/1",
+        "RUNNER_TEMP": str(tmp_path),
+    }
     outs = []
-    for args in (["--status", "in_progress"],
-                 ["--status", "completed", "--conclusion", "success", "--results", str(results)],
-                 ["--status", "completed", "--conclusion", "success"]):
+    for args in (
+        ["--status", "in_progress"],
+        ["--status", "completed", "--conclusion", "success", "--results", str(results)],
+        ["--status", "completed", "--conclusion", "success"],
+    ):
         r = run([sys.executable, "-m", "ootest.cli", "relay", "report", *args], env=env)
         assert r.returncode == 0, r.stderr
         outs.append(r.stdout + r.stderr)
@@ -135,10 +175,27 @@ def test_cli_report_end_to_end_token_never_printed(relay: Emulator, tmp_path: Pa
 def test_cli_report_soft(tmp_path: Path) -> None:
     event = tmp_path / "event.json"
     event.write_text(json.dumps({"client_payload": PAYLOAD}))
-    env = {"OOTEST_RELAY_TOKEN": "t", "GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": "o/r",
-           "GITHUB_RUN_ID": "1", "OOTEST_JOB_NAME": "j", "RUNNER_TEMP": str(tmp_path)}
-    base = [sys.executable, "-m", "ootest.cli", "relay", "report", "--relay-url",
-            "http://127.0.0.1:9", "--status", "in_progress", "--attempts", "1"]
+    env = {
+        "OOTEST_RELAY_TOKEN": "t",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REPOSITORY": "o/r",
+        "GITHUB_RUN_ID": "1",
+        "OOTEST_JOB_NAME": "j",
+        "RUNNER_TEMP": str(tmp_path),
+    }
+    base = [
+        sys.executable,
+        "-m",
+        "ootest.cli",
+        "relay",
+        "report",
+        "--relay-url",
+        "http://127.0.0.1:9",
+        "--status",
+        "in_progress",
+        "--attempts",
+        "1",
+    ]
     assert run(base, env=env).returncode == 1
     soft = run([*base, "--soft"], env=env)
     assert soft.returncode == 0 and "::warning::" in soft.stdout
@@ -156,10 +213,27 @@ def test_emulate_dispatches_fixture_to_command(tmp_path: Path) -> None:
         f"set -e\n{sys.executable} -m ootest.cli relay gate\n"
         f"{sys.executable} -m ootest.cli relay report --status in_progress --job-name j1\n"
         f"{sys.executable} -m ootest.cli relay report --status completed --conclusion success "
-        "--job-name j1\n")
-    r = subprocess.run([sys.executable, "-m", "ootest.cli", "relay", "emulate", "--port", "0",
-                        "--dispatch", str(fixture), "--command", f"bash {script}"],
-                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+        "--job-name j1\n"
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ootest.cli",
+            "relay",
+            "emulate",
+            "--port",
+            "0",
+            "--dispatch",
+            str(fixture),
+            "--command",
+            f"bash {script}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
-    jobs = json.loads(r.stdout[r.stdout.index("["):])
+    jobs = json.loads(r.stdout[r.stdout.index("[") :])
     assert jobs[0]["status"] == "completed" and jobs[0]["delivery_id"] == "test-delivery-push-001"

@@ -27,6 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_parser(sub)
     config_cmd.add_parser(sub)
     relay_cmd.add_parser(sub)
+    relay_cmd.add_init_parser(sub)
     return p
 
 

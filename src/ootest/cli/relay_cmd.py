@@ -84,6 +84,33 @@ def add_parser(sub: Any) -> None:
     em.set_defaults(func=emulate_cmd)
 
 
+def add_init_parser(sub: Any) -> None:
+    p = sub.add_parser("init", help="write a CRCR GitHub Actions workflow and a starter config")
+    p.add_argument("--dir", default=".", help="repository root (default: .)")
+    p.add_argument("--device", required=True, help="backend name, e.g. spyre")
+    p.add_argument(
+        "--module", help="Python module that registers the backend (default: torch_<device>)"
+    )
+    p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--force", action="store_true", help="overwrite existing files")
+    p.set_defaults(func=init_cmd)
+
+
+def init_cmd(args: argparse.Namespace) -> int:
+    from ootest.relay.init import init
+
+    written = init(
+        Path(args.dir),
+        args.device,
+        args.module or f"torch_{args.device}",
+        max(1, args.shards),
+        args.force,
+    )
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
 def _event_text(path: str | None) -> str:
     src = path or os.environ.get("GITHUB_EVENT_PATH")
     if not src:

@@ -497,7 +497,7 @@ def load_config(
                     )
                 )
         text, missing = expand(f.path, environ)
-        for name in missing:
+        for name in missing if check_paths else ():
             how = _HOW.get(name, f"export {name}=... or remove it from the path")
             if not _IDENT.match(name):
                 msg = f"expected a variable name in ${{...}}; found {name!r}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -152,6 +153,8 @@ def build_body(
 
 def self_report_payload(kind: str, sha: str) -> dict[str, Any]:
     """The client_payload of a nightly/periodic self-report."""
+    if not re.fullmatch(r"[0-9a-f]{40}", sha):
+        raise UserError(f"--{kind}: expected the 40-character hex PyTorch SHA, found {sha!r}")
     return {
         "event_type": kind,
         "delivery_id": sha,
