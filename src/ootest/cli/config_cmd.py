@@ -7,10 +7,6 @@ import json
 import sys
 from typing import Any
 
-from ootest.config.load import load_config
-from ootest.config.model import Document
-from ootest.errors import ConfigError
-
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("config", help="validate, explain and publish the config format")
@@ -32,6 +28,9 @@ def add_parser(sub: Any) -> None:
 
 
 def validate(args: argparse.Namespace) -> int:
+    from ootest.config.load import load_config
+    from ootest.errors import ConfigError
+
     failed = 0
     for f in args.files:
         try:
@@ -49,6 +48,8 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def schema(args: argparse.Namespace) -> int:
+    from ootest.config.model import Document
+
     doc = Document.model_json_schema(by_alias=True)
     doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     doc["title"] = "ootest test_suite_config"
@@ -57,6 +58,8 @@ def schema(args: argparse.Namespace) -> int:
 
 
 def show(args: argparse.Namespace) -> int:
+    from ootest.config.load import load_config
+
     cfg = load_config(args.file, check_paths=not args.no_paths)
     suite = cfg.suite.model_dump(by_alias=True, exclude_none=True, exclude_defaults=False)
     suite.pop("extends", None)

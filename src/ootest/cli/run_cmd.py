@@ -17,8 +17,6 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from ootest.config.load import load_config
-
 OUTCOMES = ("passed", "failed", "error", "xfailed", "xpassed", "xpassed_strict", "skipped")
 
 
@@ -36,6 +34,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ootest.config.load import load_config
+
     cfg = load_config(args.config)
     results = Path(args.results or f".ootest/results-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
     results.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,48 @@
+"""Start-up cost of `ootest relay gate` vs `import torch`, measured in one run.
+
+Target: the gate answers in under 0.3 s and never imports torch.
+Usage: python bench/relay_startup.py [FIXTURE]
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT = ROOT.parent / "shared" / "fixtures" / "crcr" / "push_ciflow_tag.json"
+
+
+def best(cmd: list[str], repeat: int = 7) -> float:
+    out = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True)
+        out = min(out, time.perf_counter() - t)
+    return out
+
+
+def main() -> None:
+    fixture = sys.argv[1] if len(sys.argv) > 1 else str(DEFAULT)
+    gate = [sys.executable, "-m", "ootest.cli", "relay", "gate", fixture]
+    probe = ("import sys, runpy; sys.argv=['ootest','relay','gate',%r]\n"
+             "try:\n    runpy.run_module('ootest.cli', run_name='__main__')\n"
+             "except SystemExit:\n    pass\n"
+             "print('torch' in sys.modules)") % fixture
+    imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    t_gate = best(gate)
+    t_python = best([sys.executable, "-c", "pass"])
+    t_torch = best([sys.executable, "-c", "import torch"], repeat=3)
+    print(f"{'command':32s} {'best s':>8s}")
+    print(f"{'python -c pass':32s} {t_python:8.3f}")
+    print(f"{'ootest relay gate FIXTURE':32s} {t_gate:8.3f}  (target < 0.3 s)")
+    label = 'python -c "import torch"'
+    print(f"{label:32s} {t_torch:8.3f}")
+    print(f"ratio gate / import torch: {t_gate / t_torch:.3f}")
+    print(f"torch imported by the gate: {imported.stdout.strip().splitlines()[-1]}")
+
+
+if __name__ == "__main__":
+    main()
