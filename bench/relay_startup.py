@@ -27,10 +27,13 @@ def best(cmd: list[str], repeat: int = 7) -> float:
 def main() -> None:
     fixture = sys.argv[1] if len(sys.argv) > 1 else str(DEFAULT)
     gate = [sys.executable, "-m", "ootest.cli", "relay", "gate", fixture]
-    probe = ("import sys, runpy; sys.argv=['ootest','relay','gate',%r]\n"
-             "try:\n    runpy.run_module('ootest.cli', run_name='__main__')\n"
-             "except SystemExit:\n    pass\n"
-             "print('torch' in sys.modules)") % fixture
+    probe = (
+        "import sys, runpy; sys.argv=['ootest','relay','gate',"
+        + repr(fixture)
+        + "]\ntry:\n    runpy.run_module('ootest.cli', run_name='__main__')\n"
+        + "except SystemExit:\n    pass\n"
+        + "print('torch' in sys.modules)"
+    )
     imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     t_gate = best(gate)
     t_python = best([sys.executable, "-c", "pass"])
