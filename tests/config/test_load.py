@@ -158,10 +158,10 @@ CASES = [
         ],
     ),
     (
-        "test_suite_config:\n  global:\n    supported_dtypes: [float16]\n",
+        "test_suite_config:\n  global:\n    supported_dtypes: [[float16]]\n",
         [
             "c.yaml:3:24: test_suite_config.global.supported_dtypes[0]: expected a mapping; "
-            "found 'float16'"
+            "found a list"
         ],
     ),
     (

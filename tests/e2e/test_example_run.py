@@ -11,6 +11,7 @@ from tests.conftest import ROOT, ootest, run
 
 def _records(path: Path) -> dict[str, dict[str, object]]:
     recs = [json.loads(x) for x in path.read_text().splitlines()]
+    recs = [r for r in recs if r["kind"] == "result"]
     return {str(r["variant_id"]): r for r in recs}
 
 

@@ -90,7 +90,8 @@ def test_without_config_plugin_is_inert(suite: pytest.Pytester) -> None:
 
 def test_results_jsonl(suite: pytest.Pytester) -> None:
     suite.runpytest("--ootest-config", "cfg.yaml", "--ootest-results", "out/r.jsonl")
-    recs = [json.loads(x) for x in (suite.path / "out/r.jsonl").read_text().splitlines()]
+    lines = [json.loads(x) for x in (suite.path / "out/r.jsonl").read_text().splitlines()]
+    recs = [r for r in lines if r["kind"] == "result"]
     by = {r["variant_id"]: r for r in recs}
     assert by["test_mod.py::TestA::test_fail"]["outcome"] == "xfailed"
     assert by["test_mod.py::TestA::test_fixed"]["outcome"] == "xpassed_strict"
@@ -102,6 +103,11 @@ def test_results_jsonl(suite: pytest.Pytester) -> None:
     )
     assert by["test_mod.py::test_plain"]["outcome"] == "passed"
     assert len(recs) == 6
+    (coll,) = [r for r in lines if r["kind"] == "collection"]
+    assert (coll["file"], coll["collected"]) == ("test_mod.py", 6)
+    (stale,) = [r for r in lines if r["kind"] == "stale"]
+    assert stale["name"] == "TestA::test_renamed_upstream"
+    assert lines[-1]["kind"] == "finish"
 
 
 def test_bad_config_is_a_usage_error(pytester: pytest.Pytester) -> None:

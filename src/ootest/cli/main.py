@@ -1,7 +1,8 @@
 """``ootest`` command line: one module per subcommand, ``main(argv) -> int``.
 
 Exit codes: 0 success; 1 test failures (or config problems for ``config validate``);
-2 usage or config error; 3 a bug in ootest; 130 interrupted.
+2 usage or config error; 3 collection guard tripped (``run``); 130 interrupted;
+70 a bug in ootest. Any other code is a bug too.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from collections.abc import Sequence
 
 from ootest.errors import UserError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 70, 130
 
 
 def _parser() -> argparse.ArgumentParser:
-    from ootest.cli import config_cmd, relay_cmd, run_cmd
+    from ootest.cli import config_cmd, relay_cmd, report_cmd, run_cmd
 
     p = argparse.ArgumentParser(
         prog="ootest",
@@ -25,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run_cmd.add_parser(sub)
+    report_cmd.add_parsers(sub)
     config_cmd.add_parser(sub)
     relay_cmd.add_parser(sub)
     relay_cmd.add_init_parser(sub)

@@ -1,146 +1,251 @@
 """``ootest run CONFIG [-- PYTEST_ARGS]``: the main job.
 
-Runs the config's files with the plugin in a pytest subprocess (torch is never
-imported here), streams its progress, then prints a summary per file and
-outcome from the JSONL results the plugin wrote as it went.
+Runs the config's files with the plugin in a supervised pytest subprocess
+(torch is never imported here): crashes and hangs are recorded and the run
+goes on after them, every result is appended to the JSONL results file as it is
+known, and at the end the collection guard, the terminal summary, JUnit XML and
+an HTML report are made from that file.
+
+Exit codes: 0 all good; 1 test failures (a mandatory_success test failed,
+errored, crashed or timed out, or a strict xfail passed); 2 usage or config
+error; 3 collection guard tripped; anything else is a bug.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
+import shutil
 import sys
-import time
-from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-OUTCOMES = ("passed", "failed", "error", "xfailed", "xpassed", "xpassed_strict", "skipped")
+from ootest.errors import UserError
+
+EXIT_GUARD = 3
+DEFAULT_DIR = Path(".ootest")
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("run", help="run a config's test files on the device")
+    p = sub.add_parser(
+        "run",
+        help="run a config's test files on the device",
+        description="Run a config's test files on the device, surviving crashes and hangs. "
+        "Exit: 0 ok, 1 test failures, 2 usage/config error, 3 collection guard tripped.",
+    )
     p.add_argument("config", metavar="CONFIG")
     p.add_argument("--device", help="override the config's device ('emu[:profile]' or 'mod:name')")
     p.add_argument(
-        "--results",
-        metavar="PATH",
-        help="JSONL results file (default: .ootest/results-<time>.jsonl)",
+        "--results", metavar="PATH", help="JSONL results (default: .ootest/results.jsonl)"
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="less pytest output")
+    p.add_argument("--junit", metavar="PATH", help="JUnit XML (default: .ootest/junit.xml)")
+    p.add_argument("--html", metavar="PATH", help="HTML report (default: .ootest/report.html)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="per-test timeout (default: the config's 'timeout:', else none)",
+    )
+    p.add_argument(
+        "--resume",
+        metavar="PATH",
+        help="continue an interrupted run: keep PATH's results, run only the tests it lacks",
+    )
+    p.add_argument("--shard", metavar="I/N", help="run shard I of N (see 'ootest plan')")
+    p.add_argument(
+        "--durations",
+        metavar="PATH",
+        action="append",
+        help="earlier results whose durations balance --shard (default: the baseline)",
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="PATH",
+        help="results of an earlier run for the collection guard "
+        "(default: the previous run's, kept as .ootest/previous.jsonl)",
+    )
+    p.add_argument(
+        "--guard-threshold",
+        type=float,
+        default=0.05,
+        metavar="FRACTION",
+        help="allowed drop of device variants per file before the guard trips (default 0.05)",
+    )
+    p.add_argument(
+        "--strict-config",
+        action="store_true",
+        help="config names that match no test are an error (exit 2)",
+    )
+    p.add_argument(
+        "--show-output",
+        action="store_true",
+        help="stream pytest's own output instead of a progress bar (always saved in "
+        ".ootest/pytest.log)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ootest.config.load import load_config
+    from ootest.runner import guard
+    from ootest.runner.render import print_summary, write_html, write_junit
+    from ootest.runner.results import RunData, blocking, read_records
+    from ootest.runner.shard import ShardSpec
+    from ootest.runner.supervise import Supervisor
 
     cfg = load_config(args.config)
-    results = Path(args.results or f".ootest/results-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
-    results.parent.mkdir(parents=True, exist_ok=True)
-    if results.exists():
-        results.unlink()
+    shard = ShardSpec.parse(args.shard) if args.shard else None
+    if args.guard_threshold < 0 or args.guard_threshold >= 1:
+        raise UserError(f"--guard-threshold: expected 0 <= F < 1; found {args.guard_threshold}")
+    out_dir = DEFAULT_DIR
+    results = Path(args.results) if args.results else out_dir / "results.jsonl"
+    baseline = Path(args.baseline) if args.baseline else None
+    if args.resume:
+        if args.results and Path(args.results) != Path(args.resume):
+            raise UserError("--resume PATH continues PATH itself; do not also pass --results")
+        results = Path(args.resume)
+        if not results.exists():
+            raise UserError(f"--resume {results}: no such results file")
+    else:
+        if results.exists():
+            previous = results.with_name("previous.jsonl")
+            if not args.results:
+                shutil.move(results, previous)  # the default baseline
+            else:
+                results.unlink()
+        if baseline is None and not args.results and results.with_name("previous.jsonl").exists():
+            baseline = results.with_name("previous.jsonl")
+    if baseline is not None and not baseline.exists():
+        raise UserError(f"--baseline {baseline}: no such results file")
+    state = results.with_name(results.name + ".state")
+    timeout = args.timeout if args.timeout is not None else cfg.suite.timeout
+    if timeout is not None and timeout <= 0:
+        raise UserError(f"--timeout: expected a positive number of seconds; found {timeout}")
+
     files = list(dict.fromkeys(str(rf.path) for rf in cfg.files))
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        *files,
-        "--ootest-config",
-        str(cfg.source),
-        "--ootest-results",
-        str(results),
-        "-p",
-        "no:cacheprovider",
-        "-q" if args.quiet else "-v",
-        "-rN",
-        *args.pytest_args,
-    ]
+    cmd = [sys.executable, "-m", "pytest", *files, "--ootest-config", str(cfg.source)]
+    cmd += ["-p", "no:cacheprovider", "-p", "no:faulthandler", "--continue-on-collection-errors"]
+    cmd += ["-rN", "-v" if args.show_output else "-q"]
     if args.device:
         cmd += ["--ootest-device", args.device]
-    env = dict(os.environ)
-    print(f"ootest: running {len(files)} file(s) from {cfg.source}", flush=True)
-    rc = subprocess.call(cmd, env=env)
-    records = read_results(results)
-    print_summary(records, results)
-    if rc in (2, 3, 4):  # interrupted, internal error, usage error in pytest
+    if timeout:
+        cmd += ["--ootest-timeout", str(timeout)]
+    if shard is not None:
+        cmd += ["--ootest-shard", str(shard)]
+        for d in args.durations or ([str(baseline)] if baseline else []):
+            cmd += ["--ootest-durations", d]
+    cmd += args.pytest_args
+
+    log = None if args.show_output else results.with_name("pytest.log")
+    if log is not None and log.exists() and not args.resume:
+        log.unlink()
+    what = f"shard {shard} of " if shard else ""
+    print(f"ootest: running {what}{len(files)} file(s) from {cfg.source}", flush=True)
+    sup = Supervisor(pytest_cmd=cmd, results=results, state=state, log=log, timeout=timeout or None)
+    with _Progress(enabled=log is not None and not args.quiet) as progress:
+        sup.on_progress = progress.update
+        last = sup.run()
+
+    data = RunData.from_records(read_records(results))
+    extra: list[str] = []
+    crashes = [a.crash for a in sup.attempts if a.crash is not None]
+    if crashes:
+        extra.append(f"{len(crashes)} crash(es)/timeout(s) recovered by restarting pytest")
+    if log is not None:
+        extra.append(f"pytest output: {log}")
+    trips = guard.check(
+        [guard.GuardFile(os.path.realpath(rf.path), rf.entry.expect) for rf in _unique(cfg.files)],
+        data,
+        RunData.from_records(read_records(baseline)) if baseline else None,
+        device=bool(args.device or cfg.suite.device),
+        threshold=args.guard_threshold,
+    )
+    junit = Path(args.junit) if args.junit else out_dir / "junit.xml"
+    html_path = Path(args.html) if args.html else out_dir / "report.html"
+    write_junit(data, junit)
+    write_html(data, html_path, f"ootest: {cfg.source.name}", trips)
+    extra.append(f"JUnit: {junit}  HTML: {html_path}")
+    print_summary(data, str(results), trips, extra)
+
+    if not last.finished:
+        tail = _tail(log) if log is not None else ""
+        print(
+            f"ootest: error: pytest exited with status {last.returncode} outside any test "
+            f"(device registration, conftest or ootest itself); {len(data.results)} results "
+            f"kept in {results}\n{tail}",
+            file=sys.stderr,
+        )
         return 2
-    if any(blocking(r) for r in records):
+    if last.returncode in (3, 4):  # pytest internal error or usage error
+        print(f"ootest: error: pytest exited with status {last.returncode}", file=sys.stderr)
+        if log is not None:
+            print(_tail(log), file=sys.stderr)
+        return 2
+    if args.strict_config and data.stale:
+        print(
+            f"ootest: error: --strict-config: {len(data.stale)} config name(s) matched no test",
+            file=sys.stderr,
+        )
+        return 2
+    if trips:
+        return EXIT_GUARD
+    if any(blocking(r) for r in data.results.values()):
         return 1
     return 0
 
 
-def read_results(path: Path) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    if not path.exists():
-        return out
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a line cut short by a killed run
-    return out
+def _unique(files: list[Any]) -> list[Any]:
+    seen: dict[str, Any] = {}
+    for rf in files:
+        seen.setdefault(os.path.realpath(rf.path), rf)
+    return list(seen.values())
 
 
-def blocking(rec: dict[str, Any]) -> bool:
-    """A result that fails the run: a mandatory test that did not pass, or a strict xpass."""
-    if rec["outcome"] == "xpassed_strict":
-        return True
-    return rec["outcome"] in ("failed", "error") and rec.get("mode") in (None, "mandatory_success")
+def _tail(path: Path, n: int = 30) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-n:])
 
 
-def print_summary(records: list[dict[str, Any]], results: Path) -> None:
-    from rich.console import Console
-    from rich.table import Table
+class _Progress:
+    """A rich progress bar on a terminal; a line per 10% elsewhere (CI logs)."""
 
-    console = Console(width=max(Console().width, 120))
-    per_file: dict[str, Counter[str]] = defaultdict(Counter)
-    skip_reasons: Counter[str] = Counter()
-    for r in records:
-        per_file[r["file"]][r["outcome"]] += 1
-        if r["outcome"] == "skipped":
-            skip_reasons[r.get("reason") or r.get("message") or "?"] += 1
-    table = Table(title="ootest summary", show_lines=False)
-    table.add_column("file", no_wrap=True, overflow="fold")
-    labels = {"xpassed_strict": "strict xpass"}
-    for o in OUTCOMES:
-        table.add_column(labels.get(o, o), justify="right")
-    total: Counter[str] = Counter()
-    for f in sorted(per_file):
-        c = per_file[f]
-        total.update(c)
-        table.add_row(f, *(_cell(o, c[o]) for o in OUTCOMES))
-    table.add_row("[b]total[/b]", *(_cell(o, total[o]) for o in OUTCOMES))
-    console.print(table)
-    if skip_reasons:
-        console.print("[b]top skip reasons[/b]")
-        for reason, n in skip_reasons.most_common(5):
-            console.print(f"  {n:5d}  {reason}")
-    promos = [r for r in records if r["outcome"] == "xpassed"]
-    if promos:
-        console.print(f"[b]{len(promos)} xfail variant(s) passed[/b] (promotion candidates):")
-        for r in promos[:10]:
-            console.print(f"  {r['variant_id']}")
-    bad = [r for r in records if blocking(r)]
-    for r in bad[:20]:
-        kind = "strict xfail PASSED (promote it)" if r["outcome"] == "xpassed_strict" else "FAILED"
-        console.print(f"[red]{kind}[/red] {r['variant_id']}")
-    verdict = "[red]FAILED[/red]" if bad else "[green]OK[/green]"
-    console.print(f"{verdict}: {len(records)} results in {results}")
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+        self.task: Any = None
+        self.last_decile = -1
 
+    def __enter__(self) -> _Progress:
+        if self.enabled and sys.stdout.isatty():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-def _cell(outcome: str, n: int) -> str:
-    if not n:
-        return "[dim]0[/dim]"
-    color = {
-        "passed": "green",
-        "failed": "red",
-        "error": "red",
-        "xpassed_strict": "red",
-        "xpassed": "yellow",
-    }.get(outcome)
-    return f"[{color}]{n}[/{color}]" if color else str(n)
+            self.bar = Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task("tests", total=None)
+        return self
+
+    def update(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, total=total or None)
+            return
+        if total:
+            decile = 10 * done // total
+            if decile != self.last_decile:
+                self.last_decile = decile
+                print(f"ootest: {done}/{total} tests", flush=True)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()

@@ -206,3 +206,24 @@ def decide(rf: ResolvedFile, caps: GlobalCaps, v: Variant, ctx: Context) -> Deci
     if forced and mode == "mandatory_success":
         return out("xfail", "; ".join(dict.fromkeys(forced)), "forced", precision)
     return out(mode, reason, bucket, precision)
+
+
+def declared(caps: GlobalCaps, v: Variant) -> bool:
+    """Whether every capability the variant needs (op, dtypes, module) is declared supported.
+
+    For promotion reports: a test skipped by an entry although the device now
+    declares all it needs may be worth running. A variant with no op, dtype or
+    module axis needs no declared capability, so this is false for it.
+    """
+    if v.op is None and not v.dtypes and v.module is None:
+        return False
+    opref = _find(caps.supported_ops, v)
+    if v.op is not None and opref is None:
+        return False
+    for dt in v.dtypes:
+        allowed = opref.dtypes if opref is not None and opref.dtypes is not None else None
+        if allowed is None:
+            allowed = caps.supported_dtypes
+        if allowed is None or _dtype_ref(allowed, dt) is None:
+            return False
+    return not (v.module is not None and v.module not in _names(caps.supported_modules))

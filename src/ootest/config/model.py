@@ -78,6 +78,11 @@ class OpRef(_Documented):
     )
     force_xfail: bool = Field(default=False, description="Variants of this op become xfail.")
 
+    @field_validator("dtypes", mode="before")
+    @classmethod
+    def _shorthand(cls, v: Any) -> Any:
+        return _named_list(v)
+
 
 class ModuleRef(_Documented):
     name: str = Field(description="ModuleInfo name, e.g. nn.Linear.")
@@ -91,6 +96,11 @@ class _AxisEdit(_Strict):
 class DtypeEdit(_AxisEdit):
     include: list[DtypeRef] = Field(default_factory=list)
     exclude: list[DtypeRef] = Field(default_factory=list)
+
+    @field_validator("include", "exclude", mode="before")
+    @classmethod
+    def _shorthand(cls, v: Any) -> Any:
+        return _named_list(v)
 
 
 class OpEdit(_AxisEdit):
@@ -160,10 +170,14 @@ class FileEntry(_Documented):
 
 
 def _named(value: Any) -> Any:
-    # supported_ops / supported_modules accept a plain name as shorthand.
+    # Lists of dtypes, ops and modules accept a plain name as shorthand for {name: ...}.
     if isinstance(value, str):
         return {"name": value}
     return value
+
+
+def _named_list(value: Any) -> Any:
+    return [_named(x) for x in value] if isinstance(value, list) else value
 
 
 class GlobalCaps(_Strict):
@@ -171,12 +185,10 @@ class GlobalCaps(_Strict):
     supported_ops: list[OpRef] | None = None
     supported_modules: list[ModuleRef] | None = None
 
-    @field_validator("supported_ops", "supported_modules", mode="before")
+    @field_validator("supported_dtypes", "supported_ops", "supported_modules", mode="before")
     @classmethod
     def _shorthand(cls, v: Any) -> Any:
-        if isinstance(v, list):
-            return [_named(x) for x in v]
-        return v
+        return _named_list(v)
 
 
 class TestSuiteConfig(_Strict):

@@ -35,6 +35,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="append one JSON line per test result to PATH as results are known",
     )
+    group.addoption(
+        "--ootest-timeout",
+        dest="ootest_timeout",
+        type=float,
+        metavar="SECONDS",
+        help="per-test timeout: a test still running after SECONDS is dumped and its process "
+        "killed (recorded as 'timeout'); default: the config's 'timeout:'",
+    )
+    group.addoption(
+        "--ootest-state",
+        dest="ootest_state",
+        metavar="DIR",
+        help="where each process records the test in flight and its fault log, so a crash "
+        "can be attributed (default: next to --ootest-results)",
+    )
+    group.addoption(
+        "--ootest-resume",
+        dest="ootest_resume",
+        metavar="PATH",
+        help="skip the tests that already have a result in this JSONL results file",
+    )
+    group.addoption(
+        "--ootest-shard",
+        dest="ootest_shard",
+        metavar="I/N",
+        help="run only shard I of N (split by recorded durations, see --ootest-durations)",
+    )
+    group.addoption(
+        "--ootest-durations",
+        dest="ootest_durations",
+        action="append",
+        metavar="PATH",
+        help="results file(s) of earlier runs whose durations balance the shards",
+    )
     parser.addini("ootest_config", "test_suite_config YAML to apply", default="")
     parser.addini("ootest_device", "device backend: 'emu[:profile]' or 'module:name'", default="")
 
@@ -51,7 +85,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     # torch.testing._internal (a conftest may), so this runs before conftests load.
     cfg_path = _setting(early_config, "ootest_config")
     device = _setting(early_config, "ootest_device")
-    if not cfg_path and not device:
+    ns = early_config.known_args_namespace
+    others = ("ootest_results", "ootest_timeout", "ootest_resume", "ootest_shard")
+    if not cfg_path and not device and not any(getattr(ns, o, None) for o in others):
         return
     from ootest.plugin._core import OotestPlugin
 

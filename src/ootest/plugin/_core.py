@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import importlib
-import json
 import os
 import sys
 import time
@@ -16,14 +16,19 @@ from typing import Any
 
 import pytest
 
-from ootest.config.decide import Context, Decision, decide
+from ootest.config.decide import Context, Decision, decide, declared
 from ootest.config.load import Config, ResolvedFile, load_config
 from ootest.config.names import NamePattern, Variant
 from ootest.errors import DeviceError
 from ootest.plugin.variant import variant_from_item
+from ootest.runner import crash
+from ootest.runner.results import Appender, RunData, read_records
+from ootest.runner.shard import ShardSpec, assign, durations_from
+from ootest.runner.supervise import die_with_parent
 
 DECISION = pytest.StashKey[Decision]()
 VARIANT = pytest.StashKey[Variant]()
+CAPABLE = pytest.StashKey[bool]()
 
 _ONLY_FOR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
 _FOR_CUSTOM = "PYTORCH_TESTING_DEVICE_FOR_CUSTOM"
@@ -109,13 +114,18 @@ class OotestPlugin:
     registered_marks: dict[str, pytest.MarkDecorator] = field(default_factory=dict)
     _files: dict[Path, ResolvedFile | None] = field(default_factory=dict)
     outcomes: Counter[str] = field(default_factory=Counter)
-    _results_fh: Any = None
+    timeout: float | None = None
+    state_dir: Path | None = None
+    _out: Appender | None = None
+    _fault_fh: Any = None
+    _inflight: Path | None = None
 
     # ------------------------------------------------------------------ setup
     @classmethod
     def create(
         cls, config: pytest.Config, cfg_path: str | None, device: str | None
     ) -> OotestPlugin:
+        die_with_parent()
         cfg = load_config(cfg_path) if cfg_path else None
         device = device or (cfg.suite.device if cfg else None)
         spec = DeviceSpec.parse(device) if device else None
@@ -124,22 +134,81 @@ class OotestPlugin:
             # unless the user chose otherwise.
             os.environ.setdefault(_ONLY_FOR, "privateuse1")
             activate_device(spec)
-        results = getattr(config.known_args_namespace, "ootest_results", None)
-        return cls(
+        ns = config.known_args_namespace
+        results = getattr(ns, "ootest_results", None)
+        timeout = getattr(ns, "ootest_timeout", None)
+        if timeout is None and cfg is not None:
+            timeout = cfg.suite.timeout
+        state = getattr(ns, "ootest_state", None)
+        if state is None and results:
+            state = str(Path(results).with_suffix(".state"))
+        plugin = cls(
             config=config,
             cfg=cfg,
             device=spec,
             results_path=Path(results) if results else None,
+            timeout=float(timeout) if timeout else None,
+            state_dir=Path(state) if state else None,
         )
+        selector = Selector.create(ns)
+        if selector is not None:
+            config.pluginmanager.register(selector, "ootest-selector")
+        return plugin
+
+    # Roles under pytest-xdist: the controller reports and never runs tests;
+    # workers run tests and never write results (the controller gets their reports).
+    @property
+    def is_worker(self) -> bool:
+        return hasattr(self.config, "workerinput")
+
+    @property
+    def worker(self) -> str:
+        return crash.worker_id(getattr(self.config, "workerinput", None))
+
+    @property
+    def is_controller(self) -> bool:
+        return not self.is_worker and getattr(self.config.option, "dist", "no") != "no"
 
     def pytest_configure(self, config: pytest.Config) -> None:
         if self.results_path is not None:
-            self.results_path.parent.mkdir(parents=True, exist_ok=True)
-            self._results_fh = open(self.results_path, "a", encoding="utf-8")
+            self._out = Appender(self.results_path)
+        if self.is_controller and getattr(config.option, "maxworkerrestart", 0) is None:
+            # A young backend may crash many tests; each crash costs one worker.
+            config.option.maxworkerrestart = "100000"
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.is_controller or self.state_dir is None:
+            return
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        wid = self.worker
+        self._inflight = crash.inflight_path(self.state_dir, wid)
+        self._fault_fh = open(self.state_dir / f"fault-{wid}-{os.getpid()}.log", "w")
+        faulthandler.enable(file=self._fault_fh, all_threads=True)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self._out is not None and not self.is_worker:
+            self._out.write({"kind": "finish", "exitstatus": int(exitstatus), "time": time.time()})
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        if self._results_fh is not None:
-            self._results_fh.close()
+        if self._out is not None:
+            self._out.close()
+        if self._fault_fh is not None:
+            faulthandler.disable()
+            self._fault_fh.close()
+            with contextlib.suppress(OSError):
+                if os.path.getsize(self._fault_fh.name) == 0:
+                    os.unlink(self._fault_fh.name)
+
+    def _track(self, data: dict[str, Any]) -> None:
+        if self._inflight is not None:
+            data.update(
+                start=time.time(),
+                worker=self.worker,
+                timeout=self.timeout,
+                fault_log=self._fault_fh.name if self._fault_fh is not None else None,
+            )
+            crash.write_inflight(self._inflight, data)
 
     # -------------------------------------------------------------- collection
     def _file(self, path: Path) -> ResolvedFile | None:
@@ -164,7 +233,20 @@ class OotestPlugin:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
-        rf = self._file(collector.path) if isinstance(collector, pytest.Module) else None
+        if not isinstance(collector, pytest.Module):
+            return (yield)
+        if self._inflight is not None:
+            self._track({"phase": "collect", "nodeid": collector.nodeid, "file": collector.nodeid})
+        try:
+            return (yield from self._collect_module(collector))
+        finally:
+            if self._inflight is not None:
+                crash.clear_inflight(self._inflight)
+
+    def _collect_module(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
+        rf = self._file(collector.path)
+        if rf is not None:
+            self.stats.setdefault(str(collector.path), FileStats())  # counted even if empty
         if rf is None or rf.entry.device_restrictions != "bypass" or self.device is None:
             return (yield)
         with self._bypass_env():
@@ -216,6 +298,9 @@ class OotestPlugin:
                 st.device_variants += v.device_variant
                 d = decide(rf, self.cfg.suite.global_, v, self.ctx)
                 item.stash[DECISION] = d
+                if d.mode == "skip" and d.bucket == "listed":
+                    if declared(self.cfg.suite.global_, v):
+                        item.stash[CAPABLE] = True
                 self.used_patterns.update(id(p) for p in d.matched)
                 for tag in d.tags:
                     marks[f"tag__{tag}"] = f"config tag {tag}"
@@ -259,7 +344,73 @@ class OotestPlugin:
                         out.append((entry._origin, p))
         return out
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self._out is None or self.is_controller:
+            return
+        now = time.time()
+        for key, st in sorted(self.stats.items()):
+            self._out.write(
+                {
+                    "kind": "collection",
+                    "file": os.path.relpath(key, self.config.rootpath),
+                    "path": os.path.realpath(key),
+                    "collected": st.collected,
+                    "device_variants": st.device_variants,
+                    "device": self.device.name if self.device else None,
+                    "time": now,
+                }
+            )
+        for origin, p in self.stale_patterns():
+            self._out.write({"kind": "stale", "origin": origin, "name": p.raw, "time": now})
+        self._out.write(
+            {
+                "kind": "session",
+                "selected": len(session.items),
+                "worker": self.worker,
+                "pid": os.getpid(),
+                "time": now,
+            }
+        )
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        # A file that cannot be imported (e.g. an upstream file needing a newer torch)
+        # is one clear error result; the other files still run.
+        if report.failed and self._out is not None and not self.is_worker:
+            self.outcomes["error"] += 1
+            self._out.write(
+                {
+                    "kind": "result",
+                    "nodeid": report.nodeid,
+                    "variant_id": report.nodeid,
+                    "file": report.nodeid.split("::")[0],
+                    "outcome": "error",
+                    "phase": "collect",
+                    "mode": None,
+                    "duration": 0.0,
+                    "message": "collection failed: " + str(report.longrepr)[-3000:],
+                    "time": time.time(),
+                }
+            )
+
     # ----------------------------------------------------------------- running
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, Any, Any]:
+        if self._inflight is not None:
+            self._track({"phase": "run", "nodeid": item.nodeid, **_fields(item)})
+        if self.timeout:
+            faulthandler.dump_traceback_later(
+                self.timeout, exit=True, file=self._fault_fh or sys.stderr
+            )
+        try:
+            return (yield)
+        finally:
+            if self.timeout:
+                faulthandler.cancel_dump_traceback_later()
+            if self._inflight is not None:
+                crash.clear_inflight(self._inflight)
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
         d = item.stash.get(DECISION, None)
@@ -280,30 +431,53 @@ class OotestPlugin:
                 tc.rel_tol = saved[1]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        outcome = classify(report)
-        if outcome is None:
+        if self.is_worker:
             return
-        self.outcomes[outcome] += 1
-        if self._results_fh is None:
-            return
-        rec = self._record(report, outcome)
-        self._results_fh.write(json.dumps(rec) + "\n")
-        self._results_fh.flush()
+        if str(report.when) == "???" and "crashed while running" in str(report.longrepr):
+            rec = self._xdist_crash(report)  # a pytest-xdist worker died in this test
+        else:
+            outcome = classify(report)
+            if outcome is None:
+                return
+            rec = self._record(report, outcome)
+        self.outcomes[rec["outcome"]] += 1
+        if self._out is not None:
+            self._out.write(rec)
+
+    def _xdist_crash(self, report: pytest.TestReport) -> dict[str, Any]:
+        gateway = getattr(getattr(report, "node", None), "gateway", None)
+        wid = str(getattr(gateway, "id", "?"))
+        inflight = None
+        if self.state_dir is not None:
+            inflight = crash.read_inflight(crash.inflight_path(self.state_dir, wid))
+        if inflight is None or inflight.get("nodeid") != report.nodeid:
+            inflight = {"nodeid": report.nodeid, "variant_id": report.nodeid, "mode": None}
+            inflight["file"] = report.nodeid.split("::")[0]
+        rec = crash.crash_record(inflight)
+        rec["message"] = f"pytest-xdist worker {wid}: {rec['message']}"
+        return rec
 
     def _record(self, report: pytest.TestReport, outcome: str) -> dict[str, Any]:
-        props = dict(report.user_properties)
+        props = {
+            k[len("ootest_") :]: v
+            for k, v in report.user_properties
+            if isinstance(k, str) and k.startswith("ootest_")
+        }
         return {
+            "kind": "result",
             "nodeid": report.nodeid,
-            "variant_id": props.get("ootest_variant_id", report.nodeid),
-            "file": props.get("ootest_file", report.fspath),
+            "variant_id": props.get("variant_id", report.nodeid),
+            "file": props.get("file", report.fspath),
             "outcome": outcome,
-            "mode": props.get("ootest_mode"),
-            "bucket": props.get("ootest_bucket"),
-            "reason": props.get("ootest_reason"),
-            "issue": props.get("ootest_issue"),
-            "op": props.get("ootest_op"),
-            "dtype": props.get("ootest_dtype"),
-            "device_variant": props.get("ootest_device_variant", False),
+            "mode": props.get("mode"),
+            "bucket": props.get("bucket"),
+            "reason": props.get("reason"),
+            "issue": props.get("issue"),
+            "origin": props.get("origin"),
+            "op": props.get("op"),
+            "dtype": props.get("dtype"),
+            "device_variant": props.get("device_variant", False),
+            "capable": props.get("capable", False),
             "duration": round(report.duration, 4),
             "message": _excerpt(report),
             "time": time.time(),
@@ -311,25 +485,9 @@ class OotestPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        v = item.stash.get(VARIANT, None)
-        d = item.stash.get(DECISION, None)
-        if v is None:
-            return
-        props = {
-            "ootest_variant_id": v.variant_id,
-            "ootest_file": v.file,
-            "ootest_op": v.op,
-            "ootest_dtype": ",".join(v.dtypes) or None,
-            "ootest_device_variant": v.device_variant,
-        }
-        if d is not None:
-            props.update(
-                ootest_mode=d.mode,
-                ootest_bucket=d.bucket,
-                ootest_reason=d.reason,
-                ootest_issue=d.issue,
-            )
-        item.user_properties.extend(props.items())
+        fields = _fields(item)
+        if fields:
+            item.user_properties.extend((f"ootest_{k}", v) for k, v in fields.items())
 
     # ---------------------------------------------------------------- summary
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -353,6 +511,85 @@ class OotestPlugin:
                 tr.write_line(f"  {origin}: {p.raw}")
 
 
+def _fields(item: pytest.Item) -> dict[str, Any]:
+    """The result fields known before a test runs (its variant and its decision)."""
+    v = item.stash.get(VARIANT, None)
+    if v is None:
+        return {}
+    out: dict[str, Any] = {
+        "variant_id": v.variant_id,
+        "file": v.file,
+        "op": v.op,
+        "dtype": ",".join(v.dtypes) or None,
+        "device_variant": v.device_variant,
+    }
+    d = item.stash.get(DECISION, None)
+    if d is not None:
+        out.update(mode=d.mode, bucket=d.bucket, reason=d.reason, issue=d.issue, origin=d.origin)
+        if item.stash.get(CAPABLE, False):
+            out["capable"] = True
+    return out
+
+
+class Selector:
+    """Drops tests a resumed run already has, and tests of other shards.
+
+    Runs last among collection hooks, so ``-k``/``-m`` selection and the core
+    plugin's decisions and collection counts come first.
+    """
+
+    def __init__(
+        self, done: set[str], crashed_files: set[str], shard: ShardSpec | None, durations: Any
+    ) -> None:
+        self.done = done
+        self.crashed_files = crashed_files
+        self.shard = shard
+        self.durations = durations
+
+    @classmethod
+    def create(cls, ns: Any) -> Selector | None:
+        resume = getattr(ns, "ootest_resume", None)
+        shard_text = getattr(ns, "ootest_shard", None)
+        if not resume and not shard_text:
+            return None
+        done: set[str] = set()
+        crashed: set[str] = set()
+        if resume:
+            data = RunData.from_records(read_records(Path(resume)))
+            for key, rec in data.results.items():
+                if rec.get("phase") == "collect":
+                    if rec.get("outcome") in ("crashed", "timeout"):
+                        crashed.add(str(rec.get("file")))
+                else:
+                    done.add(key)
+        shard = ShardSpec.parse(shard_text) if shard_text else None
+        paths = [Path(p) for p in getattr(ns, "ootest_durations", None) or []]
+        return cls(done, crashed, shard, durations_from(paths) if shard else {})
+
+    def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
+        if self.crashed_files:
+            rel = os.path.relpath(collection_path, config.rootpath)
+            if rel in self.crashed_files:
+                return True  # its collection crashed the process last time
+        return None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        where: dict[str, int] | None = None
+        if self.shard is not None:
+            where, _ = assign((i.nodeid for i in items), self.durations, self.shard.total)
+        keep: list[pytest.Item] = []
+        drop: list[pytest.Item] = []
+        for item in items:
+            other_shard = where is not None and where[item.nodeid] != self.shard.index - 1  # type: ignore[union-attr]
+            (drop if other_shard or item.nodeid in self.done else keep).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+
+
 def classify(report: pytest.TestReport) -> str | None:
     """One outcome per test: from the call phase, or from setup/teardown when they decide it."""
     wasxfail = hasattr(report, "wasxfail")
@@ -374,7 +611,7 @@ def classify(report: pytest.TestReport) -> str | None:
     return None
 
 
-def _excerpt(report: pytest.TestReport) -> str | None:
+def _excerpt(report: pytest.TestReport | pytest.CollectReport) -> str | None:
     if report.passed:
         return None
     lr = report.longrepr

@@ -95,19 +95,12 @@ def test_results(path: str | os.PathLike[str]) -> dict[str, int]:
             else:
                 counts["passed"] += 1
     else:
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                outcome = json.loads(line)["outcome"]
-            except (ValueError, KeyError, TypeError):
-                raise UserError(f"{p}:{n}: expected a JSON results line with 'outcome'") from None
-            if outcome in ("passed", "xfailed"):  # an expected failure is a good outcome
-                counts["passed"] += 1
-            elif outcome == "skipped":
-                counts["skipped"] += 1
-            else:  # failed, error, xpassed_strict, crashed, timeout; xpassed counts as passed
-                counts["passed" if outcome == "xpassed" else "failed"] += 1
+        from ootest.runner.results import RunData, read_records
+
+        recs = read_records(p)
+        if text.strip() and not any("outcome" in r for r in recs):
+            raise UserError(f"{p}: expected JSON lines with 'outcome' (ootest results)")
+        return RunData.from_records(recs).test_results()
     counts["total"] = sum(counts.values())
     return counts
 

@@ -1,0 +1,129 @@
+"""What a test that killed its process leaves behind, and how it is recorded.
+
+Each pytest process that runs tests (the main process, or each pytest-xdist
+worker) keeps two small files in the state directory:
+
+``inflight-<worker>.json``  the test it is running now (nodeid and the result
+                            fields the plugin knows before it runs), or the file
+                            it is collecting; removed when the test ends.
+``fault-<worker>-<pid>.log`` where :mod:`faulthandler` writes when the process
+                            dies of a fatal signal or when the per-test timeout
+                            (``faulthandler.dump_traceback_later``, a C thread
+                            that fires even when the GIL is held) expires.
+
+When a process dies, whoever notices (``ootest run`` for the main process,
+the pytest-xdist controller for a worker) turns these into one ``crashed`` or
+``timeout`` result. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from ootest.runner.results import Record
+
+_FATAL = {
+    "Segmentation fault": "SIGSEGV",
+    "Aborted": "SIGABRT",
+    "Bus error": "SIGBUS",
+    "Floating-point exception": "SIGFPE",
+    "Floating point exception": "SIGFPE",
+    "Illegal instruction": "SIGILL",
+}
+
+
+def worker_id(workerinput: dict[str, Any] | None = None) -> str:
+    """``gw0``... in a pytest-xdist worker (from its ``workerinput``), else ``main``."""
+    if workerinput is not None:
+        return str(workerinput.get("workerid", "main"))
+    return "main"
+
+
+def inflight_path(state: Path, worker: str) -> Path:
+    return state / f"inflight-{worker}.json"
+
+
+def write_inflight(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_inflight(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def clear_inflight(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def _fault_text(inflight: dict[str, Any]) -> str:
+    path = inflight.get("fault_log")
+    if not path:
+        return ""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(20000)
+    except OSError:
+        return ""
+
+
+def crash_record(inflight: dict[str, Any], returncode: int | None = None) -> Record:
+    """The result of the test (or collection) that was in flight when its process died.
+
+    ``returncode`` is the process's exit status when the caller knows it (a
+    negative number is the signal, as :mod:`subprocess` reports it).
+    """
+    fault = _fault_text(inflight)
+    timeout = re.search(r"^Timeout \(([\d:.]+)\)!", fault, re.M)
+    sig: str | None = None
+    if returncode is not None and returncode < 0:
+        try:
+            sig = signal.Signals(-returncode).name
+        except ValueError:
+            sig = f"signal {-returncode}"
+    if sig is None:
+        m = re.search(r"Fatal Python error: ([A-Za-z -]+)", fault)
+        if m:
+            sig = _FATAL.get(m[1].strip())
+    if timeout is not None:
+        outcome = "timeout"
+        why = f"timed out after {inflight.get('timeout')} s (per-test timeout); process killed"
+    elif sig is not None:
+        outcome = "crashed"
+        why = f"process died of {sig}"
+    elif returncode is not None:
+        outcome = "crashed"
+        why = f"process exited with status {returncode} in the middle of the test (os._exit?)"
+    else:
+        outcome = "crashed"
+        why = "process died without a fault report (SIGKILL, OOM killer or os._exit)"
+    rec: Record = {k: v for k, v in inflight.items() if k not in ("fault_log", "start", "timeout")}
+    rec.update(
+        kind="result",
+        outcome=outcome,
+        signal=sig,
+        duration=round(time.time() - float(inflight.get("start", time.time())), 4),
+        message=(why + ("\n" + _last_lines(fault) if fault.strip() else ""))[:2000],
+        time=time.time(),
+    )
+    if inflight.get("phase") == "collect":
+        rec["message"] = "collection crashed: " + rec["message"]
+    return rec
+
+
+def _last_lines(text: str, n: int = 25) -> str:
+    return "\n".join(text.strip().splitlines()[:n])

@@ -1,0 +1,202 @@
+"""The JSONL results file: the one record of a run that nothing may lose.
+
+Every line is one JSON object with a ``kind``:
+
+``result``      one test's final outcome (written the moment it is known)
+``collection``  per file: tests collected and device variants instantiated
+``session``     a pytest process started running ``selected`` tests
+``finish``      that process ended normally (``exitstatus``)
+``stale``       a config name that matched no collected variant
+
+Lines from before ``kind`` existed count as ``result``. A line cut short by a
+killed process is ignored when read and trimmed before anything is appended, so
+a resumed run never glues a new record onto half of an old one. Writers use one
+``write(2)`` per line on an ``O_APPEND`` descriptor, so concurrent pytest-xdist
+workers never interleave inside a line. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ootest.errors import UserError
+
+Record = dict[str, Any]
+
+#: Every outcome a result record can carry, in report order.
+OUTCOMES = (
+    "passed",
+    "failed",
+    "error",
+    "crashed",
+    "timeout",
+    "xfailed",
+    "xpassed",
+    "xpassed_strict",
+    "skipped",
+)
+BAD = frozenset({"failed", "error", "crashed", "timeout"})
+
+
+class Appender:
+    """Append JSON lines atomically (one ``write`` per line, ``O_APPEND``)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        trim_partial_line(path)
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, rec: Record) -> None:
+        data = (json.dumps(rec, sort_keys=False) + "\n").encode("utf-8")
+        while data:
+            n = os.write(self.fd, data)
+            data = data[n:]
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def trim_partial_line(path: Path) -> None:
+    """Drop a trailing line without its newline (a writer killed mid-line)."""
+    try:
+        with open(path, "rb+") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            if size == 0:
+                return
+            fh.seek(size - 1)
+            if fh.read(1) == b"\n":
+                return
+            block = min(size, 1 << 16)
+            while True:
+                fh.seek(size - block)
+                chunk = fh.read(block)
+                cut = chunk.rfind(b"\n")
+                if cut >= 0:
+                    fh.truncate(size - block + cut + 1)
+                    return
+                if block == size:
+                    fh.truncate(0)
+                    return
+                block = min(size, block * 2)
+    except FileNotFoundError:
+        return
+
+
+def read_records(path: Path, *, missing_ok: bool = True) -> list[Record]:
+    """All well-formed records, in file order (torn lines are skipped)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if missing_ok:
+            return []
+        raise UserError(
+            f"{path}: no such results file; pass the JSONL file an 'ootest run' wrote"
+        ) from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read results: {e.strerror}") from None
+    out: list[Record] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict):
+            rec.setdefault("kind", "result")
+            out.append(rec)
+    return out
+
+
+@dataclass
+class RunData:
+    """A run's records, deduplicated: the last result per test wins."""
+
+    results: dict[str, Record] = field(default_factory=dict)
+    collection: dict[str, Record] = field(default_factory=dict)
+    stale: dict[tuple[str, str], Record] = field(default_factory=dict)
+    sessions: int = 0
+    finished: int = 0
+
+    @classmethod
+    def from_records(cls, records: Iterable[Record]) -> RunData:
+        data = cls()
+        for i, rec in enumerate(records):
+            kind = rec.get("kind")
+            if kind == "result" and "outcome" in rec:
+                key = rec.get("nodeid") or rec.get("variant_id") or f"#{i}"  # foreign: no ID
+                data.results[str(key)] = rec
+            elif kind == "collection" and "file" in rec:
+                old = data.collection.get(rec["file"])
+                # Every process that collects writes one; a shard or resume sees the
+                # full file, so the counts agree. Keep the largest (a crash may cut one).
+                if old is None or rec.get("collected", 0) >= old.get("collected", 0):
+                    data.collection[rec["file"]] = rec
+            elif kind == "stale":
+                data.stale[(str(rec.get("origin")), str(rec.get("name")))] = rec
+            elif kind == "session":
+                data.sessions += 1
+            elif kind == "finish":
+                data.finished += 1
+        return data
+
+    @classmethod
+    def load(cls, *paths: Path) -> RunData:
+        recs: list[Record] = []
+        for p in paths:
+            recs.extend(read_records(p, missing_ok=False))
+        return cls.from_records(recs)
+
+    def records(self) -> list[Record]:
+        return list(self.results.values())
+
+    def counts(self) -> Counter[str]:
+        return Counter(r["outcome"] for r in self.results.values())
+
+    def test_results(self) -> dict[str, int]:
+        """CRCR ``test_results``: ``{passed, failed, skipped, total}``.
+
+        An expected failure is a good outcome (passed); an xpass that was not
+        strict passed; every crash, timeout, error or strict xpass failed.
+        """
+        c = {"passed": 0, "failed": 0, "skipped": 0}
+        for r in self.results.values():
+            o = r["outcome"]
+            if o in ("passed", "xfailed", "xpassed"):
+                c["passed"] += 1
+            elif o == "skipped":
+                c["skipped"] += 1
+            else:
+                c["failed"] += 1
+        c["total"] = sum(c.values())
+        return c
+
+
+def blocking(rec: Record) -> bool:
+    """A result that fails the run: a mandatory test that did not pass, or a strict xpass."""
+    if rec["outcome"] == "xpassed_strict":
+        return True
+    return rec["outcome"] in BAD and rec.get("mode") in (None, "mandatory_success")
+
+
+def headline(message: object) -> str:
+    """The one line of a failure message a person wants first.
+
+    pytest's long form puts the error on lines starting with ``E``; the last
+    such line is the exception itself (``E   ModuleNotFoundError: ...``).
+    """
+    lines = [x.strip() for x in str(message or "").strip().splitlines() if x.strip()]
+    errors = [x[1:].strip() for x in lines if x.startswith("E ")]
+    if errors:
+        return errors[-1][:300]
+    return lines[0][:300] if lines else ""

@@ -1,0 +1,81 @@
+"""Subprocess tier on emu: the collection guard and capability promotions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import ootest
+
+FILE = """
+import torch
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+
+class TestGuarded(TestCase):
+    @dtypes(DTYPES)
+    def test_add(self, device, dtype):
+        x = torch.ones(3, device=device, dtype=dtype)
+        self.assertEqual((x + x).cpu(), torch.full((3,), 2, dtype=dtype))
+
+    def test_view(self, device):
+        t = torch.zeros(2, 3, device=device)
+        t.t()[0, 1] = 5.0
+        self.assertEqual(t[1, 0].item(), 5.0)
+
+
+instantiate_device_type_tests(TestGuarded, globals()ONLY_FOR)
+
+if __name__ == "__main__":
+    run_tests()
+"""
+
+CONFIG = """
+test_suite_config:
+  device: emu
+  global:
+    supported_dtypes: [float32, int64, bool]
+  files:
+    - path: ./test_guarded.py
+      unlisted_test_mode: mandatory_success
+      tests:
+        - names: ["TestGuarded::test_add[dtype=int64]"]
+          mode: skip
+          reason: int64 add was missing on the device
+"""
+
+
+def _write(d: Path, dtypes: str, only_for: str = "") -> None:
+    text = FILE.replace("DTYPES", dtypes).replace("ONLY_FOR", only_for)
+    (d / "test_guarded.py").write_text(text)
+
+
+def test_guard_and_capability_promotion_on_emu(tmp_path: Path) -> None:
+    (tmp_path / "cfg.yaml").write_text(CONFIG)
+    _write(tmp_path, "torch.float32, torch.int64")
+    first = ootest("run", "cfg.yaml", cwd=tmp_path)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "collection guard" not in first.stdout
+    # The int64 skip entry names a dtype the device now declares: a promotion candidate.
+    assert "skip entry cfg.yaml:" in first.stdout and "declared supported now" in first.stdout
+    coll = [
+        json.loads(x)
+        for x in (tmp_path / ".ootest" / "results.jsonl").read_text().splitlines()
+        if '"collection"' in x
+    ]
+    assert coll[0]["device_variants"] == 3
+
+    # Upstream narrows the file: one dtype gone. The previous run is the baseline.
+    _write(tmp_path, "torch.float32")
+    drop = ootest("run", "cfg.yaml", cwd=tmp_path)
+    assert drop.returncode == 3, drop.stdout[-3000:]
+    assert "test_guarded.py: 2 device variants, the baseline run had 3" in drop.stdout
+
+    # Upstream gates the class to CUDA: nothing instantiates for the device.
+    _write(tmp_path, "torch.float32, torch.int64", ', only_for="cuda"')
+    gone = ootest("run", "cfg.yaml", cwd=tmp_path)
+    assert gone.returncode == 3, gone.stdout[-3000:]
+    out = " ".join(gone.stdout.split())
+    assert "test_guarded.py: instantiated 0 device variants" in out
+    assert "only_for=" in out and "device_restrictions: bypass" in out

@@ -1,0 +1,188 @@
+"""Subprocess tier: `ootest run` survives crashing, aborting, hanging and exiting tests.
+
+Plain test files (no torch), so each restart of pytest is cheap; the device
+does not matter to isolation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ootest
+
+CRASHY = """
+import os, signal, time
+
+def test_a():
+    pass
+
+def test_segv():
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+def test_b():
+    pass
+
+def test_abort():
+    os.abort()
+
+def test_c():
+    assert False
+
+def test_hang():
+    time.sleep(600)
+
+def test_exit():
+    os._exit(0)
+
+def test_d():
+    pass
+
+def test_e():
+    assert False
+"""
+
+CONFIG = """
+test_suite_config:
+  timeout: 3
+  files:
+    - path: ./test_crashy.py
+      unlisted_test_mode: mandatory_success
+      tests:
+        - names: [test_c]
+          mode: xfail
+          reason: known bad
+"""
+
+WANT = {
+    "test_a": ("passed", None),
+    "test_segv": ("crashed", "SIGSEGV"),
+    "test_b": ("passed", None),
+    "test_abort": ("crashed", "SIGABRT"),
+    "test_c": ("xfailed", None),
+    "test_hang": ("timeout", None),
+    "test_exit": ("crashed", None),
+    "test_d": ("passed", None),
+    "test_e": ("failed", None),
+}
+
+
+def results(path: Path) -> list[dict[str, object]]:
+    recs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return [r for r in recs if r.get("kind", "result") == "result"]
+
+
+@pytest.mark.parametrize("xdist", [False, True], ids=["serial", "xdist"])
+def test_crashers_are_recorded_and_the_file_goes_on(tmp_path: Path, xdist: bool) -> None:
+    (tmp_path / "test_crashy.py").write_text(CRASHY)
+    (tmp_path / "cfg.yaml").write_text(CONFIG)
+    extra = ["--", "-n", "2"] if xdist else []
+    t0 = time.monotonic()
+    r = ootest("run", "cfg.yaml", *extra, cwd=tmp_path)
+    elapsed = time.monotonic() - t0
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    recs = results(tmp_path / ".ootest" / "results.jsonl")
+    by = {str(x["nodeid"]).split("::")[-1]: x for x in recs}
+    assert len(recs) == len(WANT), [x["nodeid"] for x in recs]  # each test exactly once
+    for name, (outcome, sig) in WANT.items():
+        assert by[name]["outcome"] == outcome, by[name]
+        if sig is not None:
+            assert by[name]["signal"] == sig, by[name]
+    assert "timed out after 3" in str(by["test_hang"]["message"])
+    assert "Timeout (0:00:03)" in str(by["test_hang"]["message"])  # the stack dump
+    assert by["test_exit"]["mode"] == "mandatory_success"  # decision fields survive a crash
+    assert "CRASHED" in r.stdout and "TIMEOUT" in r.stdout
+    assert elapsed < 60, elapsed  # the hang cost its timeout, not 600 s
+    # JUnit carries the crash as an error with the outcome and signal as properties.
+    junit = (tmp_path / ".ootest" / "junit.xml").read_text()
+    assert 'type="crashed"' in junit and 'name="ootest.signal" value="SIGSEGV"' in junit
+
+
+SLOW = "\n".join(
+    f"def test_{i:02d}():\n    import time; time.sleep(0.25)\n    assert {i % 5 != 3}\n"
+    for i in range(16)
+)
+
+
+def _outcomes(path: Path) -> dict[str, str]:
+    return {str(x["nodeid"]): str(x["outcome"]) for x in results(path)}
+
+
+def test_runner_killed_then_resumed_equals_a_clean_run(tmp_path: Path) -> None:
+    (tmp_path / "test_slow.py").write_text(SLOW)
+    (tmp_path / "cfg.yaml").write_text(
+        "test_suite_config:\n  files:\n    - path: ./test_slow.py\n"
+        "      unlisted_test_mode: mandatory_success\n"
+    )
+    clean = ootest("run", "cfg.yaml", "--results", "clean.jsonl", cwd=tmp_path)
+    assert clean.returncode == 1, clean.stdout[-2000:]
+
+    res = tmp_path / "killed.jsonl"
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ootest.cli", "run", "cfg.yaml", "--results", str(res), "-q"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if res.exists() and len(results(res)) >= 5:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    partial = len(results(res))
+    assert 5 <= partial < 16
+    time.sleep(1.0)  # the orphaned pytest must be gone, not still appending
+    assert len(results(res)) <= partial + 1
+
+    resumed = ootest("run", "cfg.yaml", "--resume", str(res), cwd=tmp_path)
+    assert resumed.returncode == 1, resumed.stdout[-2000:]
+    recs = results(res)
+    assert len(recs) == 16 == len({str(x["nodeid"]) for x in recs})  # nothing twice
+    assert _outcomes(res) == _outcomes(tmp_path / "clean.jsonl")
+    counts = json.loads(ootest("report", str(res), "--format", "json", cwd=tmp_path).stdout)
+    assert counts == {"passed": 13, "failed": 3, "skipped": 0, "total": 16}
+
+
+def test_torn_last_line_is_trimmed_before_appending(tmp_path: Path) -> None:
+    from ootest.runner.results import Appender, read_records
+
+    p = tmp_path / "r.jsonl"
+    p.write_text('{"kind": "result", "nodeid": "a", "outcome": "passed"}\n{"kind": "resu')
+    assert [r["nodeid"] for r in read_records(p)] == ["a"]
+    w = Appender(p)
+    w.write({"kind": "result", "nodeid": "b", "outcome": "failed"})
+    w.close()
+    assert [r["nodeid"] for r in read_records(p)] == ["a", "b"]
+    assert p.read_text().count("\n") == 2
+
+
+def test_collection_error_is_reported_and_other_files_run(tmp_path: Path) -> None:
+    (tmp_path / "test_ok.py").write_text("def test_ok():\n    pass\n")
+    (tmp_path / "test_new.py").write_text(
+        "from torch_that_does_not_exist import needs_newer_torch\n\ndef test_x():\n    pass\n"
+    )
+    (tmp_path / "cfg.yaml").write_text(
+        "test_suite_config:\n  files:\n"
+        "    - path: ./test_ok.py\n      unlisted_test_mode: mandatory_success\n"
+        "    - path: ./test_new.py\n      unlisted_test_mode: mandatory_success\n"
+    )
+    r = ootest("run", "cfg.yaml", cwd=tmp_path)
+    out = r.stdout + r.stderr
+    assert r.returncode == 3, out[-3000:]  # the guard: test_new.py collected nothing
+    by = {str(x["nodeid"]): x for x in results(tmp_path / ".ootest" / "results.jsonl")}
+    assert by["test_ok.py::test_ok"]["outcome"] == "passed"
+    assert by["test_new.py"]["outcome"] == "error"
+    assert "torch_that_does_not_exist" in str(by["test_new.py"]["message"])
+    assert "test_new.py: collected nothing" in out and "ModuleNotFoundError" in out
+    assert "Traceback" not in r.stderr
