@@ -93,6 +93,7 @@ jobs:
     env:
       TORCH_SHA: ${{{{ matrix.torch_sha }}}}
       SUITE: ${{{{ matrix.suite }}}}
+      SHARD: ${{{{ matrix.shard }}}}
       OOTEST_JOB_NAME: ${{{{ matrix.job_name }}}}
       KIND: ${{{{ needs.gate.outputs.kind }}}}
     steps:
@@ -110,12 +111,17 @@ jobs:
       - name: build PyTorch at the resolved SHA and the backend
         run: bash scripts/crcr_build.sh "$TORCH_SHA"
       - name: run the suite
-        run: ootest run "$SUITE" --results results.jsonl
+        # crashes and hangs are recorded and the run goes on; exit 3 = collection guard
+        run: ootest run "$SUITE" --shard "$SHARD" --results results.jsonl --junit junit.xml --html report.html
       - uses: {upload}
         if: always()
         with:
           name: results-${{{{ strategy.job-index }}}}
-          path: results.jsonl
+          path: |
+            results.jsonl
+            junit.xml
+            report.html
+            pytest.log
       - name: report completed
         if: always() && env.KIND != 'nightly'
         env:
