@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import importlib
 import os
 import sys
@@ -119,6 +120,7 @@ class OotestPlugin:
     _out: Appender | None = None
     _fault_fh: Any = None
     _inflight: Path | None = None
+    _outcome_marks: dict[tuple[str, str], pytest.MarkDecorator] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ setup
     @classmethod
@@ -126,7 +128,7 @@ class OotestPlugin:
         cls, config: pytest.Config, cfg_path: str | None, device: str | None
     ) -> OotestPlugin:
         die_with_parent()
-        cfg = load_config(cfg_path) if cfg_path else None
+        cfg = _no_gc(load_config, cfg_path) if cfg_path else None
         device = device or (cfg.suite.device if cfg else None)
         spec = DeviceSpec.parse(device) if device else None
         if spec is not None:
@@ -276,12 +278,28 @@ class OotestPlugin:
     def pytest_collection_modifyitems(
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
+        # Thousands of small objects on top of torch's large heap: without this,
+        # full cyclic-GC passes over op_db and the collected tree dominate the time
+        # spent here. Frozen objects are only skipped by the collector meanwhile.
+        gc.freeze()
+        try:
+            self._decide_all(config, items)
+        finally:
+            gc.unfreeze()
+
+    def _decide_all(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         rootdir = str(config.rootpath)
         names = {self.device.name} if self.device else set()
         planned: list[tuple[pytest.Item, list[str]]] = []
         wanted: dict[str, str] = {}
+        rel_paths: dict[Path, str] = {}
         for item in items:
-            v = variant_from_item(item, rootdir, names)
+            rel = rel_paths.get(item.path)
+            if rel is None:
+                rel = rel_paths[item.path] = os.path.relpath(str(item.path), rootdir)
+                if self._file(item.path) is not None:
+                    self.seen_files.add(os.path.realpath(item.path))
+            v = variant_from_item(item, rel, names)
             item.stash[VARIANT] = v
             marks: dict[str, str] = {}
             for op in dict.fromkeys(x for x in (v.op_name, v.op) if x):
@@ -292,7 +310,6 @@ class OotestPlugin:
                 marks[f"module__{v.module}"] = f"variants of module {v.module}"
             rf = self._file(item.path)
             if rf is not None and self.cfg is not None:
-                self.seen_files.add(os.path.realpath(item.path))
                 st = self.stats.setdefault(str(item.path), FileStats())
                 st.collected += 1
                 st.device_variants += v.device_variant
@@ -315,18 +332,23 @@ class OotestPlugin:
                 item.add_marker(self.registered_marks[name])
 
     def _apply(self, item: pytest.Item, d: Decision) -> None:
-        if d.mode == "skip":
-            item.add_marker(pytest.mark.skip(reason=d.message))
-        elif d.mode == "xfail":
-            item.add_marker(pytest.mark.xfail(reason=d.message, strict=False, run=True))
-        elif d.mode == "xfail_strict":
-            item.add_marker(
-                pytest.mark.xfail(
+        if d.mode == "mandatory_success":
+            return
+        key = (d.mode, d.message)
+        mark = self._outcome_marks.get(key)
+        if mark is None:  # many variants share a reason: build each mark once
+            if d.mode == "skip":
+                mark = pytest.mark.skip(reason=d.message)
+            elif d.mode == "xfail":
+                mark = pytest.mark.xfail(reason=d.message, strict=False, run=True)
+            else:
+                mark = pytest.mark.xfail(
                     reason=f"{d.message}; strict: if it passes, promote it to mandatory_success",
                     strict=True,
                     run=True,
                 )
-            )
+            self._outcome_marks[key] = mark
+        item.add_marker(mark)
 
     def stale_patterns(self) -> list[tuple[str, NamePattern]]:
         """Config names that matched no collected variant (in files that were collected)."""
@@ -509,6 +531,19 @@ class OotestPlugin:
             tr.write_sep("-", f"ootest: {len(stale)} config names matched no test")
             for origin, p in stale:
                 tr.write_line(f"  {origin}: {p.raw}")
+
+
+def _no_gc(fn: Any, *args: Any) -> Any:
+    """Call ``fn`` with the cyclic GC paused: a large config builds tens of thousands
+    of acyclic objects, and GC passes over the growing graph cost as much as the
+    parse itself. Reference counting still frees everything."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return fn(*args)
+    finally:
+        if was:
+            gc.enable()
 
 
 def _fields(item: pytest.Item) -> dict[str, Any]:

@@ -10,7 +10,6 @@ to every instantiated test. Nothing here imports torch.
 from __future__ import annotations
 
 import inspect
-import os
 from typing import Any
 
 import pytest
@@ -61,8 +60,8 @@ def _short(v: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def variant_from_item(item: pytest.Item, rootdir: str, device_names: set[str]) -> Variant:
-    rel = os.path.relpath(str(item.path), rootdir)
+def variant_from_item(item: pytest.Item, rel: str, device_names: set[str]) -> Variant:
+    """The canonical variant of a collected item; ``rel`` is its file as reported."""
     cls = getattr(item, "cls", None)
     obj = getattr(item, "obj", None)
     func = getattr(obj, "__func__", obj)
