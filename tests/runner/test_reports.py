@@ -86,8 +86,10 @@ def test_shard_spec_errors(bad: str) -> None:
 
 
 SUITE = (
-    "\n".join(f"def test_{i:02d}():\n    assert {i % 4 != 1}\n" for i in range(20))
+    "import pytest\n\n"
+    + "\n".join(f"def test_{i:02d}():\n    assert {i % 4 != 1}\n" for i in range(20))
     + "\ndef test_xfail_that_passes():\n    pass\n\ndef test_strict_that_passes():\n    pass\n"
+    + "\n@pytest.mark.parametrize('x', [1])\ndef test_param_xfail(x):\n    pass\n"
 )
 
 CONFIG = """
@@ -100,7 +102,7 @@ test_suite_config:
           mode: xfail
           reason: tracked upstream
           issue: https://example.invalid/1
-        - names: [test_xfail_that_passes]
+        - names: [test_xfail_that_passes, test_param_xfail]
           mode: xfail
         - names: [test_strict_that_passes]
           mode: xfail_strict
@@ -151,7 +153,7 @@ def test_shards_merge_to_the_unsharded_run(many: Path) -> None:
     assert _results(many / "m.jsonl") == _results(many / "full.jsonl")
     one = json.loads(ootest("report", "full.jsonl", "--format", "json", cwd=many).stdout)
     merged = json.loads(ootest("report", "m.jsonl", "--format", "json", cwd=many).stdout)
-    assert one == merged == {"passed": 16, "failed": 5, "skipped": 1, "total": 22}
+    assert one == merged == {"passed": 17, "failed": 5, "skipped": 1, "total": 23}
 
 
 class _Cells(HTMLParser):
@@ -189,13 +191,14 @@ def test_stale_promotions_and_html_report(many: Path) -> None:
     assert "cfg.yaml:18: test_renamed_upstream" in r.stdout
     assert "cfg.yaml:18: re:^test_gone_.*" in r.stdout
     assert "strict xfail PASSED (promote it) test_many.py::test_strict_that_passes" in r.stdout
-    assert "1 xfail variant(s) passed" in r.stdout
+    assert "2 xfail variant(s) passed" in r.stdout
+    assert "test_many.py::test_param_xfail[x=1]" in r.stdout  # brackets are not markup
 
     page = (many / ".ootest" / "report.html").read_text()
     p = _Cells()
     p.feed(page)
     counts = RunData.load(many / ".ootest" / "results.jsonl").counts()
-    assert p.totals["total"] == 22
+    assert p.totals["total"] == 23
     for outcome in ("passed", "failed", "xfailed", "xpassed", "xpassed_strict", "skipped"):
         assert p.totals[outcome] == counts[outcome], outcome
     assert (p.totals["passed"], p.totals["failed"], p.totals["xpassed_strict"]) == (14, 4, 1)

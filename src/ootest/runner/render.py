@@ -84,6 +84,7 @@ def print_summary(
     extra: list[str] | None = None,
 ) -> None:
     from rich.console import Console
+    from rich.markup import escape as esc
     from rich.table import Table
 
     console = Console(width=max(Console().width, 120))
@@ -96,7 +97,7 @@ def print_summary(
     total: Counter[str] = Counter()
     for f, c in per_file(data).items():
         total.update(c)
-        table.add_row(f, *(_cell(o, c[o]) for o in present))
+        table.add_row(esc(f), *(_cell(o, c[o]) for o in present))
     table.add_row("[b]total[/b]", *(_cell(o, total[o]) for o in present))
     console.print(table)
     reasons = Counter(
@@ -107,33 +108,34 @@ def print_summary(
     if reasons:
         console.print("[b]top skip reasons[/b]")
         for reason, n in reasons.most_common(5):
-            console.print(f"  {n:5d}  {reason}")
+            console.print(f"  {n:5d}  {esc(reason)}")
     promos = Promotions.of(data)
     if promos.xpassed:
         console.print(f"[b]{len(promos.xpassed)} xfail variant(s) passed[/b] (promote them):")
         for r in promos.xpassed[:10]:
-            console.print(f"  {r['variant_id']}")
+            console.print(f"  {esc(str(r['variant_id']))}")
     for origin, recs in list(promos.capable.items())[:10]:
         console.print(
-            f"[yellow]skip entry {origin}[/yellow]: {len(recs)} variant(s) skipped although "
+            f"[yellow]skip entry {esc(origin)}[/yellow]: {len(recs)} variant(s) skipped although "
             "their op/dtype are declared supported now (run them?)"
         )
     if data.stale:
         console.print(f"[yellow]{len(data.stale)} config name(s) matched no test[/yellow]:")
         for rec in list(data.stale.values())[:20]:
-            console.print(f"  {rec.get('origin')}: {rec.get('name')}")
+            console.print(f"  {esc(str(rec.get('origin')))}: {esc(str(rec.get('name')))}")
     bad = [r for r in data.records() if blocking(r)]
     for r in bad[:20]:
         o = r["outcome"]
         kind = {"xpassed_strict": "strict xfail PASSED (promote it)"}.get(o, o.upper())
         first = headline(r.get("message"))
-        console.print(f"[red]{kind}[/red] {r['variant_id']}" + (f": {first}" if first else ""))
+        text = esc(str(r["variant_id"])) + (f": {esc(first)}" if first else "")
+        console.print(f"[red]{kind}[/red] {text}")
     for t in trips or ():
-        console.print(f"[red]collection guard:[/red] {t.message}")
+        console.print(f"[red]collection guard:[/red] {esc(t.message)}")
     for line in extra or ():
-        console.print(line)
+        console.print(esc(line))
     verdict = "[red]FAILED[/red]" if bad or trips else "[green]OK[/green]"
-    console.print(f"{verdict}: {len(data.results)} results in {where}")
+    console.print(f"{verdict}: {len(data.results)} results in {esc(where)}")
 
 
 def _cell(outcome: str, n: int) -> str:
