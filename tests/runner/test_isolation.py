@@ -186,3 +186,19 @@ def test_collection_error_is_reported_and_other_files_run(tmp_path: Path) -> Non
     assert "torch_that_does_not_exist" in str(by["test_new.py"]["message"])
     assert "test_new.py: collected nothing" in out and "ModuleNotFoundError" in out
     assert "Traceback" not in r.stderr
+
+
+def test_a_backend_that_cannot_load_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "test_crashy.py").write_text("def test_a():\n    pass\n")
+    (tmp_path / "cfg.yaml").write_text(CONFIG)
+    ok = ootest("run", "cfg.yaml", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stdout[-2000:]
+    r = ootest("run", "cfg.yaml", "--device", "no_such_backend:foo", cwd=tmp_path)
+    assert r.returncode == 2
+    assert "cannot import 'no_such_backend'" in r.stderr
+    assert "pytest stopped before running any test" in r.stderr
+    assert "ootest summary" not in r.stdout and "Traceback" not in r.stderr
+    # The good run stays the baseline, even after a second failed start.
+    ootest("run", "cfg.yaml", "--device", "no_such_backend:foo", cwd=tmp_path)
+    previous = results(tmp_path / ".ootest" / "previous.jsonl")
+    assert [x["outcome"] for x in previous] == ["passed"]

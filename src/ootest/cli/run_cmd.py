@@ -110,9 +110,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         if results.exists():
             previous = results.with_name("previous.jsonl")
-            if not args.results:
+            if not args.results and RunData.from_records(read_records(results)).results:
                 shutil.move(results, previous)  # the default baseline
-            else:
+            else:  # an explicit path is overwritten; a run that never started is no baseline
                 results.unlink()
         if baseline is None and not args.results and results.with_name("previous.jsonl").exists():
             baseline = results.with_name("previous.jsonl")
@@ -145,9 +145,20 @@ def run(args: argparse.Namespace) -> int:
     sup = Supervisor(pytest_cmd=cmd, results=results, state=state, log=log, timeout=timeout or None)
     with _Progress(enabled=log is not None and not args.quiet) as progress:
         sup.on_progress = progress.update
+        sup.on_line = progress.say
         last = sup.run()
 
     data = RunData.from_records(read_records(results))
+    if not last.finished and data.sessions == 0 and not data.results:
+        # pytest stopped before it ran anything: a usage, device or conftest problem.
+        tail = "" if progress.said or log is None else "\n" + _tail(log)
+        where = f"; its output is in {log}" if log is not None else ""
+        print(
+            f"ootest: error: pytest stopped before running any test (exit status "
+            f"{last.returncode}){where}{tail}",
+            file=sys.stderr,
+        )
+        return 2
     extra: list[str] = []
     crashes = [a.crash for a in sup.attempts if a.crash is not None]
     if crashes:
@@ -218,6 +229,7 @@ class _Progress:
         self.bar: Any = None
         self.task: Any = None
         self.last_decile = -1
+        self.said = False
 
     def __enter__(self) -> _Progress:
         if self.enabled and sys.stdout.isatty():
@@ -245,6 +257,13 @@ class _Progress:
             if decile != self.last_decile:
                 self.last_decile = decile
                 print(f"ootest: {done}/{total} tests", flush=True)
+
+    def say(self, line: str) -> None:
+        self.said = True
+        if self.bar is not None:
+            self.bar.console.print(line, markup=False, highlight=False)
+        else:
+            print(line, file=sys.stderr, flush=True)
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:

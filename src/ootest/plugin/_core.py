@@ -135,7 +135,12 @@ class OotestPlugin:
             # Device-generic tests instantiate for the device only (upstream's own switch),
             # unless the user chose otherwise.
             os.environ.setdefault(_ONLY_FOR, "privateuse1")
-            activate_device(spec)
+            capman = config.pluginmanager.getplugin("capturemanager")
+            # pytest already captures output here; a first emu build takes a minute
+            # and says so, which a person should see.
+            quiet = capman.global_and_fixture_disabled() if capman else contextlib.nullcontext()
+            with quiet:
+                activate_device(spec)
         ns = config.known_args_namespace
         results = getattr(ns, "ootest_results", None)
         timeout = getattr(ns, "ootest_timeout", None)

@@ -16,16 +16,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from ootest.runner import crash
 from ootest.runner.results import Appender, RunData, read_records
+
+#: Child output shown while the progress bar runs (the rest is in the log):
+#: device build progress and errors that stop pytest.
+SHOW = re.compile(rb"^(ootest: (building|emu built)|ERROR: |INTERNALERROR)")
 
 #: Extra seconds past the per-test timeout before the runner kills a child whose
 #: own watchdog did not fire (a process stuck in the kernel, for instance).
@@ -48,6 +55,7 @@ class Supervisor:
     timeout: float | None = None
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     on_progress: Callable[[int, int], None] | None = None  # (done, total)
+    on_line: Callable[[str], None] | None = None  # child output lines worth showing now
     attempts: list[Attempt] = field(default_factory=list)
     total: int = 0  # tests in the whole run, as the first session reported
 
@@ -84,13 +92,27 @@ class Supervisor:
             with open(self.log, "ab") as log:
                 log.write(f"\n$ {' '.join(cmd)}\n".encode())
                 log.flush()
-                proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+                proc = subprocess.Popen(
+                    cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+                )
+                tee = threading.Thread(target=self._tee, args=(proc, log), daemon=True)
+                tee.start()
                 rc = self._watch(proc, start_size)
+                tee.join(timeout=10)
         else:
             proc = subprocess.Popen(cmd, env=env)
             rc = self._watch(proc, start_size)
         finished = any(r["kind"] == "finish" for r in _records_since(self.results, start_size))
         return Attempt(returncode=rc, finished=finished)
+
+    def _tee(self, proc: subprocess.Popen[bytes], log: BinaryIO) -> None:
+        """Copy the child's output to the log; pass on the lines a person needs now."""
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            log.flush()
+            if self.on_line is not None and SHOW.match(line):
+                self.on_line(line.decode("utf-8", "replace").rstrip())
 
     def _watch(self, proc: subprocess.Popen[bytes], offset: int) -> int:
         tail = _Tail(self.results, offset)
