@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import ootest
 
 CRASHY = """
-import os, signal, time
+import ctypes, os, signal, time
 
 def test_a():
     pass
@@ -41,6 +41,9 @@ def test_hang():
 
 def test_exit():
     os._exit(0)
+
+def test_hang_holding_the_gil():
+    ctypes.PyDLL(None).sleep(600)  # a kernel that never returns and never releases the GIL
 
 def test_d():
     pass
@@ -69,6 +72,7 @@ WANT = {
     "test_c": ("xfailed", None),
     "test_hang": ("timeout", None),
     "test_exit": ("crashed", None),
+    "test_hang_holding_the_gil": ("timeout", None),
     "test_d": ("passed", None),
     "test_e": ("failed", None),
 }
