@@ -51,6 +51,12 @@ test_suite_config:
           mode: skip
         - names: [TestA::test_dup]
           mode: mandatory_success
+        - names: [TestA::test_mean_3d_dim0_keepdim]
+          mode: skip
+        - names: ["TestA::test_(sqrt|rsqrt).*", "TestA::test_min_keepdim.*"]
+          mode: xfail_strict
+        - names: ["*Module*::test_forward"]
+          mode: skip
   global:
     supported_dtypes:
       - {name: float32}
@@ -102,6 +108,21 @@ def test_bare_name_matches_any_class(cfg: Config) -> None:
 def test_regex_name(cfg: Config) -> None:
     assert d(cfg, "test_rx_12").mode == "skip"
     assert d(cfg, "test_rx_a").mode == "xfail"  # unlisted
+
+
+def test_torch_spyre_style_names(cfg: Config) -> None:
+    # A parametrized name (before the device/dtype suffixes) addresses that variant.
+    v = {"method": "test_mean", "name": "test_mean_3d_dim0_keepdim"}
+    assert d(cfg, **v).mode == "skip"  # type: ignore[arg-type]
+    assert d(cfg, "test_mean", name="test_mean_2d").mode == "xfail"  # unlisted
+    # Patterns without 're:' must match the whole Class::name (template or parametrized).
+    assert d(cfg, "test_sqrt").mode == "xfail_strict"
+    assert d(cfg, "test_rsqrt_out", name="test_rsqrt_out_x").mode == "xfail_strict"
+    assert d(cfg, "test_min", name="test_min_keepdim0").mode == "xfail_strict"
+    assert d(cfg, "test_min_dim").mode == "xfail"  # a prefix is not enough
+    assert d(cfg, "test_sqrt", cls="TestB").mode == "xfail"  # the class is part of it
+    # Not a regular expression but a shell-style glob.
+    assert d(cfg, "test_forward", cls="TestModuleCPU").mode == "skip"
 
 
 def test_op_gating_and_edits(cfg: Config) -> None:

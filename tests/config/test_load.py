@@ -135,6 +135,14 @@ CASES = [
         ],
     ),
     (
+        BASE + "        - names: ['A::test_(x']\n          mode: skip\n",
+        [
+            "c.yaml:5: files[0].tests[0].names[0]: expected a pattern matching the whole "
+            "'Class::test_method' (a regular expression); found 'A::test_(x' (missing ), "
+            "unterminated subpattern at position 8)"
+        ],
+    ),
+    (
         BASE + "        - names: ['A::t[op]']\n          mode: skip\n",
         [
             "c.yaml:5: files[0].tests[0].names[0]: expected 'key=value' pairs in the variant "

@@ -67,7 +67,7 @@ class ResolvedFile:
             index: dict[tuple[str, ...], list[Candidate]] = {}
             for i, (entry, patterns) in enumerate(self.patterns):
                 for p in patterns:
-                    if p.kind == "regex":
+                    if p.kind in ("regex", "pattern"):
                         self._regexes.append((i, entry, p))
                     elif p.filters:
                         key, value = p.filters[0]
@@ -75,9 +75,11 @@ class ResolvedFile:
                     else:
                         index.setdefault((p.method or "",), []).append((i, entry, p))
             self._index = index
-        found = list(self._index.get((v.method,), ()))
-        for key, value in dict.fromkeys(v.index_keys()):
-            found += self._index.get((v.method, key, value), ())
+        found: list[Candidate] = []
+        for name in v.names:
+            found += self._index.get((name,), ())
+            for key, value in dict.fromkeys(v.index_keys()):
+                found += self._index.get((name, key, value), ())
         return found + self._regexes
 
 

@@ -10,16 +10,31 @@ on import order)::
 The bracket holds the variant's axes in a fixed order (op, dtype, module, then
 any other parametrized argument, sorted). Config names are written against the
 template class and method; a bracket filter addresses single variants.
+
+Names in configs (see docs/config.md, "Test names"):
+
+- ``Class::test_method`` / ``test_method``: the template method, or the
+  parametrized name upstream generates before the device and dtype suffixes
+  (``test_mean_3d_dim0_keepdim``, ``test_scalar_support_add``), as Torch Spyre's
+  configs use them;
+- ``Class::test_method[op=add,dtype=float32]``: single variants;
+- ``re:<regex>``: searched in ``Class::method`` and the variant ID;
+- anything else is a pattern in the style of Torch Spyre's configs
+  (``TestOps::test_min_keepdim.*``, ``TestOps::test_(sqrt|rsqrt).*``) and must
+  match one of those names in full; a pattern that is not a valid regular
+  expression but has ``*``/``?`` is a shell-style glob (``*TestModule*::test_forward``).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
 AXES = ("op", "dtype", "module")
 _FILTER = re.compile(r"^(?P<base>.*?)\[(?P<body>[^\[\]]*)\]$")
+_META = re.compile(r"[.*+?()\[\]|^$\\{}]")  # a name with these is a pattern
 _PLAIN = re.compile(r"^(?:(?P<cls>[A-Za-z_][A-Za-z0-9_]*)::)?(?P<meth>[A-Za-z_][A-Za-z0-9_]*)$")
 
 
@@ -40,6 +55,14 @@ class Variant:
     module: str | None = None
     params: tuple[tuple[str, str], ...] = ()
     device_variant: bool = False  # instantiated for the privateuse1 device
+    name: str = ""  # generated name without device/dtype suffixes, if not the method
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The method names config names may use: template, then parametrized."""
+        return (
+            (self.method, self.name) if self.name and self.name != self.method else (self.method,)
+        )
 
     def index_keys(self) -> list[tuple[str, str]]:
         """(axis, value) pairs a variant filter may name; see ResolvedFile.candidates."""
@@ -77,7 +100,7 @@ class Variant:
 @dataclass(frozen=True)
 class NamePattern:
     raw: str
-    kind: str  # "exact" | "bare" | "regex"
+    kind: str  # "exact" | "bare" | "regex" | "pattern"
     cls: str | None = None
     method: str | None = None
     regex: re.Pattern[str] | None = None
@@ -96,6 +119,8 @@ class NamePattern:
                 ) from None
             return cls(raw, "regex", regex=rx)
         m = _FILTER.match(text)
+        if m is None and not _PLAIN.match(text) and _META.search(text):
+            return cls._pattern(raw, text)
         if m:
             text = m.group("base")
             pairs = []
@@ -116,10 +141,23 @@ class NamePattern:
         kind = "exact" if pm.group("cls") else "bare"
         return cls(raw, kind, cls=pm.group("cls"), method=pm.group("meth"), filters=filters)
 
+    @classmethod
+    def _pattern(cls, raw: str, text: str) -> NamePattern:
+        try:
+            rx = re.compile(text)
+        except re.error as e:
+            if "*" not in text and "?" not in text:
+                raise NameSyntaxError(
+                    f"expected a pattern matching the whole 'Class::test_method' "
+                    f"(a regular expression); found {raw!r} ({e})"
+                ) from None
+            rx = re.compile(fnmatch.translate(text))
+        return cls(raw, "pattern", regex=rx)
+
     @property
     def specificity(self) -> int:
         """Higher wins when several entries match one variant."""
-        base = {"regex": 0, "bare": 1, "exact": 2}[self.kind]
+        base = {"regex": 0, "pattern": 0, "bare": 1, "exact": 2}[self.kind]
         return base + (10 if self.filters else 0)
 
     def matches(self, v: Variant) -> bool:
@@ -128,7 +166,11 @@ class NamePattern:
             return self.regex.search(f"{v.cls}::{v.method}") is not None or (
                 self.regex.search(v.test_id) is not None
             )
-        if self.method != v.method or (self.cls is not None and self.cls != v.cls):
+        if self.kind == "pattern":
+            assert self.regex is not None
+            full = self.regex.fullmatch
+            return any(full(f"{v.cls}::{n}") or full(n) for n in v.names)
+        if self.method not in v.names or (self.cls is not None and self.cls != v.cls):
             return False
         axes = v.axes
         for key, value in self.filters:

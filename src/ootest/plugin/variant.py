@@ -120,4 +120,20 @@ def variant_from_item(item: pytest.Item, rel: str, device_names: set[str]) -> Va
         module=module,
         params=extra,
         device_variant=device_variant,
+        name=_parametrized_name(gen_name, device_type, device_names, dtypes),
     )
+
+
+def _parametrized_name(
+    gen_name: str, device_type: str | None, device_names: set[str], dtypes: tuple[str, ...]
+) -> str:
+    """``test_x_add`` from ``test_x_add_emu_float32``: upstream's generated name
+    (``{method}{_param suffix}{_device}{_dtypes}``) without the device and dtype."""
+    if device_type is None:
+        return gen_name
+    dtype_tail = "".join(f"_{d}" for d in dtypes)
+    for dev in (device_type, *device_names):
+        tail = f"_{dev}{dtype_tail}"
+        if gen_name.endswith(tail):
+            return gen_name[: -len(tail)]
+    return gen_name
