@@ -99,8 +99,11 @@ CASES = [
         ],
     ),
     (
-        BASE + "        - names: [A::test_a]\n",
-        ["c.yaml:5:11: test_suite_config.files[0].tests[0].mode: missing required key 'mode'"],
+        BASE + "        - names: [A::test_a]\n          tags: [ok, 'not ok']\n",
+        [
+            "c.yaml:6:11: test_suite_config.files[0].tests[0].tags: expected a valid "
+            "pytest mark name (letters, digits, _ - . : + /); found 'not ok'"
+        ],
     ),
     (
         BASE + "        - mode: skip\n",
@@ -281,7 +284,7 @@ def test_pinned_errors(tmp_path: Path, text: str, expected: list[str]) -> None:
 
 
 def test_all_problems_reported_at_once(tmp_path: Path) -> None:
-    text = BASE + "        - names: [A::a]\n          mode: bad\n        - names: [B::b]\n"
+    text = BASE + "        - names: [A::a]\n          mode: bad\n        - names: []\n"
     assert len(_errors(tmp_path, text)) == 2
 
 

@@ -79,3 +79,86 @@ def test_guard_and_capability_promotion_on_emu(tmp_path: Path) -> None:
     out = " ".join(gone.stdout.split())
     assert "test_guarded.py: instantiated 0 device variants" in out
     assert "only_for=" in out and "device_restrictions: bypass" in out
+
+
+INJECT_FILE = """
+import torch
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests, ops
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.common_modules import module_db, modules
+from torch.testing._internal.common_utils import TestCase
+
+# Pre-filtered lists, the way upstream narrows op_db (binary_ufuncs_with_references).
+only_add = [op for op in op_db if op.name == "add"]
+only_linear = [m for m in module_db if m.name == "nn.Linear"]
+
+
+class TestInject(TestCase):
+    @ops(only_add, allowed_dtypes=(torch.float32,))
+    def test_binary(self, device, dtype, op):
+        x = torch.ones(3, device=device, dtype=dtype)
+        self.assertEqual(op(x, x).cpu(), op(x.cpu(), x.cpu()))
+
+    @dtypes(torch.float32)
+    def test_fill(self, device, dtype):
+        self.assertEqual(torch.ones(2, device=device, dtype=dtype).sum().item(), 2)
+
+    @modules(only_linear, allowed_dtypes=(torch.float32,))
+    def test_mod(self, device, dtype, module_info, training):
+        pass
+
+    @ops(only_add, allowed_dtypes=(torch.float32,))
+    def test_untouched(self, device, dtype, op):
+        pass
+
+
+instantiate_device_type_tests(TestInject, globals())
+"""
+
+INJECT_CONFIG = """
+test_suite_config:
+  device: emu:full
+  files:
+    - path: ./test_inject.py
+      unlisted_test_mode: mandatory_success
+      tests:
+        - names: [TestInject::test_binary]
+          edits:
+            ops:
+              include: [{name: mul, description: "not in the filtered list"}]
+            dtypes:
+              include: [{name: float64}]
+        - names: ["TestInject::test_fill.*"]
+          edits:
+            dtypes:
+              include: [int64]
+        - names: [TestInject::test_mod]
+          edits:
+            modules:
+              include: [{name: torch.nn.ReLU}]
+"""
+
+
+def test_edits_include_injects_variants_upstream_did_not_instantiate(tmp_path: Path) -> None:
+    (tmp_path / "test_inject.py").write_text(INJECT_FILE)
+    (tmp_path / "cfg.yaml").write_text(INJECT_CONFIG)
+    r = ootest("run", "cfg.yaml", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    lines = (tmp_path / ".ootest" / "results.jsonl").read_text().splitlines()
+    got = {
+        rec["variant_id"].split("::", 1)[1]: rec["outcome"]
+        for rec in map(json.loads, lines)
+        if rec["kind"] == "result"
+    }
+    assert got == {
+        "TestInject::test_binary[op=add,dtype=float32]": "passed",
+        "TestInject::test_binary[op=add,dtype=float64]": "passed",  # dtype injected
+        "TestInject::test_binary[op=mul,dtype=float32]": "passed",  # op injected
+        "TestInject::test_binary[op=mul,dtype=float64]": "passed",
+        "TestInject::test_fill[dtype=float32]": "passed",
+        "TestInject::test_fill[dtype=int64]": "passed",  # into @dtypes
+        "TestInject::test_mod[dtype=float32,module=nn.Linear,training=True]": "passed",
+        "TestInject::test_mod[dtype=float32,module=nn.ReLU,training=True]": "passed",
+        # another test over the same list gets nothing extra
+        "TestInject::test_untouched[op=add,dtype=float32]": "passed",
+    }

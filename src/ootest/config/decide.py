@@ -100,6 +100,11 @@ def _names(refs: list[DtypeRef] | list[OpRef] | list[ModuleRef] | None) -> set[s
     return {r.name for r in refs or ()}
 
 
+def _module_names(refs: list[ModuleRef] | None) -> set[str]:
+    # ModuleInfo names are "nn.Linear"; Torch Spyre writes "torch.nn.Linear".
+    return {r.name.removeprefix("torch.") for r in refs or ()}
+
+
 def _dtype_ref(refs: list[DtypeRef] | None, name: str) -> DtypeRef | None:
     return next((r for r in refs or () if r.name == name), None)
 
@@ -191,15 +196,19 @@ def decide(rf: ResolvedFile, caps: GlobalCaps, v: Variant, ctx: Context) -> Deci
     # --- module axis
     if v.module is not None:
         mod_ex = edits.modules.exclude if edits and edits.modules else None
-        if v.module in _names(mod_ex):
+        if v.module in _module_names(mod_ex):
             return out("skip", f"module {v.module} excluded for this test", "excluded")
         mod_inc = edits.modules.include if edits and edits.modules else None
         mods = caps.supported_modules
-        if mods is not None and v.module not in _names(mods) and v.module not in _names(mod_inc):
+        if (
+            mods is not None
+            and v.module not in _module_names(mods)
+            and v.module not in _module_names(mod_inc)
+        ):
             return out(
                 "skip", f"module {v.module} is not in global.supported_modules", "capability"
             )
-        mref = next((m for m in mods or () if m.name == v.module), None)
+        mref = next((m for m in mods or () if m.name.removeprefix("torch.") == v.module), None)
         if mref is not None and mref.force_xfail:
             forced.append(f"module {v.module} has force_xfail")
 
@@ -226,4 +235,4 @@ def declared(caps: GlobalCaps, v: Variant) -> bool:
             allowed = caps.supported_dtypes
         if allowed is None or _dtype_ref(allowed, dt) is None:
             return False
-    return not (v.module is not None and v.module not in _names(caps.supported_modules))
+    return not (v.module is not None and v.module not in _module_names(caps.supported_modules))

@@ -8,6 +8,7 @@ and ``expect`` on files.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
@@ -130,6 +131,10 @@ class Edits(_Strict):
     )
 
 
+# What `pytest -m` accepts in a mark name (tags become marks 'tag__<tag>').
+_MARK = re.compile(r"[\w:+\-./]+")
+
+
 class TestEntry(_Documented):
     __test__ = False  # not a pytest test class
 
@@ -140,12 +145,29 @@ class TestEntry(_Documented):
             "(matched against 'Class::method'); optional variant filter '[op=add,dtype=float32]'."
         ),
     )
-    mode: Mode = Field(description="Outcome for the matched variants.")
-    tags: list[str] = Field(default_factory=list)
+    mode: Mode = Field(
+        default="mandatory_success",
+        description="Outcome for the matched variants (default, as in Torch Spyre's format: "
+        "mandatory_success).",
+    )
+    tags: list[str] = Field(
+        default_factory=list, description="Pytest marks 'tag__<tag>' on every matched variant."
+    )
     labels: list[str] = Field(default_factory=list)
     edits: Edits | None = None
     force_xfail: bool = False
     when: When | None = None
+
+    @field_validator("tags", "labels")
+    @classmethod
+    def _mark_names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not _MARK.fullmatch(name):
+                raise ValueError(
+                    f"expected a valid pytest mark name (letters, digits, _ - . : + /); "
+                    f"found {name!r}"
+                )
+        return v
 
 
 class FileEntry(_Documented):

@@ -160,6 +160,16 @@ class NamePattern:
         base = {"regex": 0, "pattern": 0, "bare": 1, "exact": 2}[self.kind]
         return base + (10 if self.filters else 0)
 
+    def matches_template(self, cls: str, method: str) -> bool:
+        """Whether the name addresses the template test ``cls::method`` (filters aside)."""
+        if self.kind == "regex":
+            assert self.regex is not None
+            return self.regex.search(f"{cls}::{method}") is not None
+        if self.kind == "pattern":
+            assert self.regex is not None
+            return bool(self.regex.fullmatch(f"{cls}::{method}") or self.regex.fullmatch(method))
+        return self.method == method and self.cls in (None, cls)
+
     def matches(self, v: Variant) -> bool:
         if self.kind == "regex":
             assert self.regex is not None

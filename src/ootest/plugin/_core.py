@@ -21,6 +21,8 @@ from ootest.config.decide import Context, Decision, decide, declared
 from ootest.config.load import Config, ResolvedFile, load_config
 from ootest.config.names import NamePattern, Variant
 from ootest.errors import DeviceError
+from ootest.plugin.inject import Injector
+from ootest.plugin.inject import install as install_injection
 from ootest.plugin.variant import variant_from_item
 from ootest.runner import crash
 from ootest.runner.results import Appender, RunData, read_records
@@ -141,6 +143,8 @@ class OotestPlugin:
             quiet = capman.global_and_fixture_disabled() if capman else contextlib.nullcontext()
             with quiet:
                 activate_device(spec)
+            if cfg is not None and Injector.needed(cfg):
+                install_injection(Injector(cfg, spec.name, Context.current()))
         ns = config.known_args_namespace
         results = getattr(ns, "ootest_results", None)
         timeout = getattr(ns, "ootest_timeout", None)

@@ -1,0 +1,169 @@
+"""``edits.*.include``: variants upstream did not instantiate, added for the device.
+
+Torch Spyre's format defines ``include`` as *injection*: ``edits.ops.include``
+adds an OpInfo to the test's ``@ops`` list (e.g. an op that a pre-filtered list
+such as ``binary_ufuncs_with_references`` leaves out), ``edits.modules.include``
+a ModuleInfo to its ``@modules`` list, and ``edits.dtypes.include`` a dtype to
+its ``@dtypes`` set or ``@ops(allowed_dtypes=...)``. Upstream has no hook that
+adds variants (``op_allowlist`` and ``op_overrides`` only filter and decorate),
+so the parametrizers are wrapped, only when a config has such an include:
+
+- ``ops._parametrize_test`` and ``modules._parametrize_test`` get the extra
+  OpInfos/ModuleInfos (looked up by name in ``op_db``/``module_db``; those
+  databases are read, never changed) and the extra allowed dtypes for the
+  duration of one call, for the privateuse1 device class only;
+- ``PrivateUse1TestBase._get_dtypes`` returns the ``@dtypes`` set plus the
+  extra dtypes for the tests the config names.
+
+The outcome of an injected variant is decided like any other (the include also
+lets it past the capability gates). Tests are matched by template class and
+method, since the variant does not exist yet.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ootest.config.decide import Context, holds
+from ootest.config.load import Config
+
+
+def _norm_module(name: str) -> str:
+    return name.removeprefix("torch.")
+
+
+@dataclass
+class Extra:
+    ops: list[str] = field(default_factory=list)
+    modules: list[str] = field(default_factory=list)
+    dtypes: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.ops or self.modules or self.dtypes)
+
+
+@dataclass
+class Injector:
+    cfg: Config
+    backend: str
+    ctx: Context
+    _cache: dict[tuple[str, str, str], Extra] = field(default_factory=dict)
+
+    @staticmethod
+    def needed(cfg: Config) -> bool:
+        for rf in cfg.files:
+            for entry, _ in rf.patterns:
+                e = entry.edits
+                if e is not None and any(
+                    x is not None and x.include for x in (e.ops, e.dtypes, e.modules)
+                ):
+                    return True
+        return False
+
+    def is_device(self, device_cls: Any) -> bool:
+        return getattr(device_cls, "device_type", None) in ("privateuse1", self.backend)
+
+    def extra(self, test: Any, cls_name: str | None) -> Extra:
+        """What the config adds to this template test (empty when nothing)."""
+        method = getattr(test, "__name__", "")
+        if cls_name is None:
+            cls_name = getattr(test, "__qualname__", "").rpartition(".")[0].rpartition(".")[2]
+        mod = sys.modules.get(getattr(test, "__module__", ""), None)
+        file = getattr(mod, "__file__", None) or ""
+        key = (file, cls_name, method)
+        if key in self._cache:
+            return self._cache[key]
+        out = Extra()
+        rf = self.cfg.file_for(Path(file)) if file else None
+        for entry, patterns in rf.patterns if rf is not None else ():
+            e = entry.edits
+            if e is None or not holds(entry.when, self.ctx):
+                continue
+            if not any(p.matches_template(cls_name, method) for p in patterns):
+                continue
+            out.ops += [r.name for r in (e.ops.include if e.ops else [])]
+            out.modules += [_norm_module(r.name) for r in (e.modules.include if e.modules else [])]
+            out.dtypes += [r.name for r in (e.dtypes.include if e.dtypes else [])]
+        self._cache[key] = out
+        return out
+
+
+def _dtypes(names: list[str]) -> list[Any]:
+    import torch
+
+    out = []
+    for n in names:
+        d = getattr(torch, n, None)
+        if isinstance(d, torch.dtype):
+            out.append(d)
+    return out
+
+
+def install(inj: Injector) -> None:
+    """Wrap the parametrizers; call after the device is registered, before tests import."""
+    from torch.testing._internal import common_device_type as cdt
+    from torch.testing._internal import common_modules as cm
+
+    orig_ops: Any = cdt.ops._parametrize_test
+    orig_modules: Any = cm.modules._parametrize_test
+    orig_get_dtypes: Any = vars(cdt.DeviceTypeTestBase)["_get_dtypes"].__func__
+    if "_get_dtypes" in vars(cdt.PrivateUse1TestBase):  # a torch that overrides it
+        orig_get_dtypes = vars(cdt.PrivateUse1TestBase)["_get_dtypes"].__func__
+
+    def ops_parametrize(self: Any, test: Any, generic_cls: Any, device_cls: Any) -> Iterator[Any]:
+        extra = inj.extra(test, getattr(generic_cls, "__name__", None))
+        if not extra or not inj.is_device(device_cls):
+            yield from orig_ops(self, test, generic_cls, device_cls)
+            return
+        from torch.testing._internal.common_methods_invocations import op_db
+
+        saved = (self.op_list, self.allowed_dtypes)
+        have = {id(op) for op in self.op_list}
+        wanted = set(extra.ops)
+        added = [
+            op
+            for op in op_db
+            if (op.name in wanted or op.full_name in wanted) and id(op) not in have
+        ]
+        self.op_list = list(self.op_list) + added
+        if self.allowed_dtypes is not None:
+            self.allowed_dtypes = set(self.allowed_dtypes) | set(_dtypes(extra.dtypes))
+        try:
+            yield from orig_ops(self, test, generic_cls, device_cls)
+        finally:
+            self.op_list, self.allowed_dtypes = saved
+
+    def modules_parametrize(
+        self: Any, test: Any, generic_cls: Any, device_cls: Any
+    ) -> Iterator[Any]:
+        extra = inj.extra(test, getattr(generic_cls, "__name__", None))
+        if not extra or not inj.is_device(device_cls):
+            yield from orig_modules(self, test, generic_cls, device_cls)
+            return
+        saved = (self.module_info_list, self.allowed_dtypes)
+        have = {id(m) for m in self.module_info_list}
+        wanted = set(extra.modules)
+        added = [m for m in cm.module_db if m.name in wanted and id(m) not in have]
+        self.module_info_list = list(self.module_info_list) + added
+        if self.allowed_dtypes is not None:
+            self.allowed_dtypes = set(self.allowed_dtypes) | set(_dtypes(extra.dtypes))
+        try:
+            yield from orig_modules(self, test, generic_cls, device_cls)
+        finally:
+            self.module_info_list, self.allowed_dtypes = saved
+
+    def get_dtypes(cls: Any, test: Any) -> Any:
+        found = orig_get_dtypes(cls, test)
+        if found is None:
+            return None
+        extra = inj.extra(test, None)
+        more = [d for d in _dtypes(extra.dtypes) if d not in found]
+        return list(found) + more if more else found
+
+    setattr(cdt.ops, "_parametrize_test", ops_parametrize)  # noqa: B010
+    setattr(cm.modules, "_parametrize_test", modules_parametrize)  # noqa: B010
+    setattr(cdt.PrivateUse1TestBase, "_get_dtypes", classmethod(get_dtypes))  # noqa: B010
