@@ -58,6 +58,30 @@ def test_spyre_function_edits_are_noted(spyre_dir: Path) -> None:
     assert any("edits.functions" in w.key_path for w in cfg.warnings)
 
 
+def test_spyre_planned_keys_and_pytorch_root(tmp_path: Path) -> None:
+    (tmp_path / "pt" / "test").mkdir(parents=True)
+    (tmp_path / "pt" / "test" / "test_x.py").write_text("")
+    p = _write(
+        tmp_path,
+        """\
+        test_suite_config:
+          files:
+            - path: ${TORCH_ROOT}/test/test_x.py
+              tests:
+                - names: [TestX::test_a]
+                  selectors: {include: [{has_ops: true}]}
+          global:
+            devices: [cpu, spyre]
+        """,
+    )
+    cfg = load_config(p, env={"PYTORCH_ROOT": str(tmp_path / "pt")})
+    assert cfg.files[0].path == tmp_path / "pt" / "test" / "test_x.py"
+    assert cfg.files[0].patterns[0][0].mode == "mandatory_success"  # mode defaults
+    notes = {w.key_path: w.message for w in cfg.warnings}
+    assert "not used" in notes["global.devices"]
+    assert "not applied yet" in notes["files[0].tests[0].selectors"]
+
+
 def test_cli_validate_spyre_no_paths(spyre_dir: Path) -> None:
     r = ootest(
         "config",
@@ -211,7 +235,7 @@ CASES = [
         [
             "c.yaml:3: files[0].path: undefined variable ${TORCH_ROOT} in path "
             "'${TORCH_ROOT}/test/t.py'; export TORCH_ROOT=/path/to/pytorch (a checkout whose test/ "
-            "folder holds the upstream tests)"
+            "folder holds the upstream tests; PYTORCH_ROOT works too)"
         ],
     ),
     (

@@ -360,7 +360,7 @@ def _auto_vars(config_path: Path) -> dict[str, str]:
 
 _HOW = {
     "TORCH_ROOT": "export TORCH_ROOT=/path/to/pytorch (a checkout whose test/ folder holds "
-    "the upstream tests)",
+    "the upstream tests; PYTORCH_ROOT works too)",
     "TORCH_DEVICE_ROOT": "export TORCH_DEVICE_ROOT=/path/to/your/backend/repo",
 }
 
@@ -468,10 +468,24 @@ def load_config(
     src = Path(path)
     suite, doc, _ = _load_doc(src, (_norm(src),))
     environ = dict(os.environ if env is None else env)
+    # Torch Spyre's runner reads ${TORCH_ROOT} from PYTORCH_ROOT.
+    if environ.get("PYTORCH_ROOT") and not environ.get("TORCH_ROOT"):
+        environ["TORCH_ROOT"] = environ["PYTORCH_ROOT"]
     for var, value in _auto_vars(src).items():
         environ.setdefault(var, value)
     cfg = Config(source=src, suite=suite, relay=doc.relay)
     problems: list[Problem] = []
+    if suite.global_.devices is not None:
+        cfg.warnings.append(
+            Problem(
+                str(src),
+                0,
+                0,
+                "global.devices",
+                "accepted for Torch Spyre compatibility and not used: the device comes from "
+                "'device:' or --ootest-device",
+            )
+        )
     for i, f in enumerate(suite.files):
         where = f._origin or f"{src}:0"
         fname, _, fline = where.rpartition(":")
@@ -487,6 +501,17 @@ def load_config(
                         Problem(tfile, int(tline), 0, f"files[{i}].tests[{j}].names[{k}]", str(e))
                     )
             patterns.append((t, compiled))
+            if t.selectors is not None:
+                cfg.warnings.append(
+                    Problem(
+                        tfile,
+                        int(tline),
+                        0,
+                        f"files[{i}].tests[{j}].selectors",
+                        "Torch Spyre's planned 'selectors' are accepted but not applied yet: "
+                        "every variant the names match gets this entry's mode",
+                    )
+                )
             if t.edits and t.edits.functions:
                 cfg.warnings.append(
                     Problem(

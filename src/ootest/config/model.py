@@ -157,6 +157,10 @@ class TestEntry(_Documented):
     edits: Edits | None = None
     force_xfail: bool = False
     when: When | None = None
+    selectors: dict[str, Any] | None = Field(
+        default=None,
+        description="Torch Spyre (planned): accepted with a warning, not applied yet.",
+    )
 
     @field_validator("tags", "labels")
     @classmethod
@@ -206,6 +210,11 @@ class GlobalCaps(_Strict):
     supported_dtypes: list[DtypeRef] | None = None
     supported_ops: list[OpRef] | None = None
     supported_modules: list[ModuleRef] | None = None
+    devices: list[str] | None = Field(
+        default=None,
+        description="Torch Spyre (planned): accepted and not used; the device comes from "
+        "'device:' or --ootest-device.",
+    )
 
     @field_validator("supported_dtypes", "supported_ops", "supported_modules", mode="before")
     @classmethod
