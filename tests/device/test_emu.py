@@ -24,7 +24,7 @@ def test_emu_behaviour() -> None:
         ]
     )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
-    assert "9 passed" in r.stdout
+    assert "10 passed" in r.stdout
 
 
 def test_torch_import_alone_does_not_load_emu() -> None:
