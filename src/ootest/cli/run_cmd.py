@@ -163,6 +163,14 @@ def run(args: argparse.Namespace) -> int:
     crashes = [a.crash for a in sup.attempts if a.crash is not None]
     if crashes:
         extra.append(f"{len(crashes)} crash(es)/timeout(s) recovered by restarting pytest")
+    if last.finished and last.returncode < 0:
+        import signal
+
+        try:
+            sig = signal.Signals(-last.returncode).name
+        except ValueError:
+            sig = f"signal {-last.returncode}"
+        extra.append(f"note: pytest died of {sig} at exit, after every result was written")
     if log is not None:
         extra.append(f"pytest output: {log}")
     trips = guard.check(
