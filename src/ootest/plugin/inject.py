@@ -114,47 +114,41 @@ def install(inj: Injector) -> None:
     if "_get_dtypes" in vars(cdt.PrivateUse1TestBase):  # a torch that overrides it
         orig_get_dtypes = vars(cdt.PrivateUse1TestBase)["_get_dtypes"].__func__
 
-    def ops_parametrize(self: Any, test: Any, generic_cls: Any, device_cls: Any) -> Iterator[Any]:
-        extra = inj.extra(test, getattr(generic_cls, "__name__", None))
-        if not extra or not inj.is_device(device_cls):
-            yield from orig_ops(self, test, generic_cls, device_cls)
-            return
+    def extended(orig: Any, list_attr: str, find: Any) -> Any:
+        """``orig`` (a parametrizer's ``_parametrize_test``) with the config's extra
+        entries in ``self.<list_attr>`` and extra allowed dtypes, for one call."""
+
+        def parametrize(self: Any, test: Any, generic_cls: Any, device_cls: Any) -> Iterator[Any]:
+            extra = inj.extra(test, getattr(generic_cls, "__name__", None))
+            if not extra or not inj.is_device(device_cls):
+                yield from orig(self, test, generic_cls, device_cls)
+                return
+            saved = (getattr(self, list_attr), self.allowed_dtypes)
+            have = {id(x) for x in saved[0]}
+            added = [x for x in find(extra) if id(x) not in have]
+            setattr(self, list_attr, list(saved[0]) + added)
+            if self.allowed_dtypes is not None:
+                self.allowed_dtypes = set(self.allowed_dtypes) | set(_dtypes(extra.dtypes))
+            try:
+                yield from orig(self, test, generic_cls, device_cls)
+            finally:
+                setattr(self, list_attr, saved[0])
+                self.allowed_dtypes = saved[1]
+
+        return parametrize
+
+    def find_ops(extra: Extra) -> list[Any]:
         from torch.testing._internal.common_methods_invocations import op_db
 
-        saved = (self.op_list, self.allowed_dtypes)
-        have = {id(op) for op in self.op_list}
         wanted = set(extra.ops)
-        added = [
-            op
-            for op in op_db
-            if (op.name in wanted or op.full_name in wanted) and id(op) not in have
-        ]
-        self.op_list = list(self.op_list) + added
-        if self.allowed_dtypes is not None:
-            self.allowed_dtypes = set(self.allowed_dtypes) | set(_dtypes(extra.dtypes))
-        try:
-            yield from orig_ops(self, test, generic_cls, device_cls)
-        finally:
-            self.op_list, self.allowed_dtypes = saved
+        return [op for op in op_db if op.name in wanted or op.full_name in wanted]
 
-    def modules_parametrize(
-        self: Any, test: Any, generic_cls: Any, device_cls: Any
-    ) -> Iterator[Any]:
-        extra = inj.extra(test, getattr(generic_cls, "__name__", None))
-        if not extra or not inj.is_device(device_cls):
-            yield from orig_modules(self, test, generic_cls, device_cls)
-            return
-        saved = (self.module_info_list, self.allowed_dtypes)
-        have = {id(m) for m in self.module_info_list}
+    def find_modules(extra: Extra) -> list[Any]:
         wanted = set(extra.modules)
-        added = [m for m in cm.module_db if m.name in wanted and id(m) not in have]
-        self.module_info_list = list(self.module_info_list) + added
-        if self.allowed_dtypes is not None:
-            self.allowed_dtypes = set(self.allowed_dtypes) | set(_dtypes(extra.dtypes))
-        try:
-            yield from orig_modules(self, test, generic_cls, device_cls)
-        finally:
-            self.module_info_list, self.allowed_dtypes = saved
+        return [m for m in cm.module_db if m.name in wanted]
+
+    ops_parametrize = extended(orig_ops, "op_list", find_ops)
+    modules_parametrize = extended(orig_modules, "module_info_list", find_modules)
 
     def get_dtypes(cls: Any, test: Any) -> Any:
         found = orig_get_dtypes(cls, test)
