@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from ootest.errors import UserError
 from ootest.runner import guard
 from ootest.runner.results import RunData
 from ootest.runner.shard import ShardSpec, assign
-from tests.conftest import ootest
+from tests.conftest import ootest, run
 
 
 def _coll(path: str, collected: int, device: int) -> dict[str, object]:
@@ -219,3 +220,21 @@ def test_report_formats(many: Path) -> None:
     assert 'name="ootest.issue" value="https://example.invalid/1"' in j.stdout
     bad = ootest("report", "missing.jsonl", cwd=many)
     assert bad.returncode == 2 and "missing.jsonl: no such results file" in bad.stderr
+
+
+def test_plan_merge_report_do_not_import_torch(many: Path) -> None:
+    assert ootest("run", "cfg.yaml", "--results", "r.jsonl", cwd=many).returncode == 1
+    probe = (
+        "import sys, runpy\n"
+        "for argv in (['plan', 'cfg.yaml', '--shards', '2', '--durations', 'r.jsonl'],\n"
+        "             ['merge', 'r.jsonl', '--results', 'm.jsonl'],\n"
+        "             ['report', 'r.jsonl', '--format', 'html', '-o', 'r.html']):\n"
+        "    sys.argv = ['ootest', *argv]\n"
+        "    try:\n"
+        "        runpy.run_module('ootest.cli', run_name='__main__')\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print('TORCH', 'torch' in sys.modules)\n"
+    )
+    r = run([sys.executable, "-c", probe], cwd=many)
+    assert "TORCH False" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
