@@ -206,3 +206,29 @@ def test_a_backend_that_cannot_load_is_one_clear_error(tmp_path: Path) -> None:
     ootest("run", "cfg.yaml", "--device", "no_such_backend:foo", cwd=tmp_path)
     previous = results(tmp_path / ".ootest" / "previous.jsonl")
     assert [x["outcome"] for x in previous] == ["passed"]
+
+
+FAKE_PYTEST = """
+import json, os, signal, sys
+state = sys.argv[sys.argv.index("--ootest-state") + 1]
+os.makedirs(state, exist_ok=True)
+with open(os.path.join(state, "inflight-main.json"), "w") as fh:
+    json.dump({"phase": "run", "nodeid": "t.py::test_x", "variant_id": "t.py::test_x"}, fh)
+os.kill(os.getpid(), signal.SIGSEGV)
+"""
+
+
+def test_supervisor_never_loops_on_a_test_resume_cannot_skip(tmp_path: Path) -> None:
+    from ootest.runner.supervise import Supervisor
+
+    script = tmp_path / "fake_pytest.py"
+    script.write_text(FAKE_PYTEST)
+    sup = Supervisor(
+        pytest_cmd=[sys.executable, str(script)],
+        results=tmp_path / "r.jsonl",
+        state=tmp_path / "state",
+        log=tmp_path / "log.txt",
+    )
+    last = sup.run()
+    assert len(sup.attempts) == 2 and last.repeated and not last.finished
+    assert results(tmp_path / "r.jsonl")[-1]["signal"] == "SIGSEGV"

@@ -187,6 +187,14 @@ def run(args: argparse.Namespace) -> int:
     extra.append(f"JUnit: {junit}  HTML: {html_path}")
     print_summary(data, str(results), trips, extra)
 
+    if last.repeated:
+        print(
+            f"ootest: error: {last.crash and last.crash.get('nodeid')} crashed again after "
+            f"the run resumed past it; stopped instead of looping (a bug: please report it "
+            f"with {results})",
+            file=sys.stderr,
+        )
+        return 2
     if not last.finished:
         tail = _tail(log) if log is not None else ""
         print(

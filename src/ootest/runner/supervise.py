@@ -44,6 +44,7 @@ class Attempt:
     returncode: int
     finished: bool
     crash: dict[str, object] | None = None
+    repeated: bool = False  # the same test crashed again after a resume
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Supervisor:
     on_line: Callable[[str], None] | None = None  # child output lines worth showing now
     attempts: list[Attempt] = field(default_factory=list)
     total: int = 0  # tests in the whole run, as the first session reported
+    _crashed: set[tuple[object, object]] = field(default_factory=set)
 
     def run(self) -> Attempt:
         """Run to the end; return the last attempt (finished, or why it could not go on)."""
@@ -78,6 +80,11 @@ class Supervisor:
             out.write(rec)
             out.close()
             attempt.crash = rec
+            key = (rec.get("phase"), rec.get("nodeid"))
+            if key in self._crashed:  # resuming did not get past it: stop, never loop
+                attempt.repeated = True
+                return attempt
+            self._crashed.add(key)
 
     def _once(self, resume: bool) -> Attempt:
         cmd = [*self.pytest_cmd, "--ootest-results", str(self.results)]
