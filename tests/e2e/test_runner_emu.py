@@ -162,3 +162,81 @@ def test_edits_include_injects_variants_upstream_did_not_instantiate(tmp_path: P
         # another test over the same list gets nothing extra
         "TestInject::test_untouched[op=add,dtype=float32]": "passed",
     }
+
+
+BINARY_UFUNCS = """
+# Our own upstream-style stand-in for test/test_binary_ufuncs.py: the same class,
+# test names and parametrization shapes as upstream, trivial bodies.
+import torch
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests, ops
+from torch.testing._internal.common_methods_invocations import binary_ufuncs
+from torch.testing._internal.common_utils import TestCase
+
+binary_ufuncs_with_references = [op for op in binary_ufuncs if op.ref is not None]
+
+
+class TestBinaryUfuncs(TestCase):
+    @ops(binary_ufuncs_with_references)
+    def test_scalar_support(self, device, dtype, op):
+        pass
+
+    @ops(binary_ufuncs_with_references)
+    def test_contig_vs_transposed(self, device, dtype, op):
+        pass
+
+    @dtypes(torch.float32)
+    def test_binary_op_mem_overlap(self, device, dtype):
+        pass
+
+
+def generate_not_implemented_tests(cls):
+    for op in ("__add__", "__mul__", "__rsub__"):
+        def test(self, device, op=op):
+            self.assertIs(getattr(torch.ones(1, device=device), op)(object()), NotImplemented)
+        test.__name__ = f"test_{op}_not_implemented"
+        setattr(cls, test.__name__, test)
+
+
+generate_not_implemented_tests(TestBinaryUfuncs)
+instantiate_device_type_tests(TestBinaryUfuncs, globals())
+"""
+
+
+def test_real_torch_spyre_config_on_emu(tmp_path: Path, spyre_dir: Path) -> None:
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "test_binary_ufuncs.py").write_text(BINARY_UFUNCS)
+    cfg = str(spyre_dir / "test_binary_ufuncs.yaml")  # used as published, unchanged
+    env = {"TORCH_ROOT": str(tmp_path)}
+    r = ootest("run", cfg, "--device", "emu:full", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    recs = [
+        json.loads(x) for x in (tmp_path / ".ootest" / "results.jsonl").read_text().splitlines()
+    ]
+    by = {x["variant_id"].split("::", 1)[1]: x for x in recs if x["kind"] == "result"}
+    scalar = "TestBinaryUfuncs::test_scalar_support"
+    # listed as xfail (non-strict): a pass is an XPASS, a promotion candidate
+    assert by[f"{scalar}[op=add,dtype=float16]"]["outcome"] == "xpassed"
+    # float32 is not in the config's global.supported_dtypes
+    f32 = by[f"{scalar}[op=add,dtype=float32]"]
+    assert (f32["outcome"], f32["bucket"]) == ("skipped", "capability")
+    # the generated test_*_not_implemented tests are listed mandatory and pass
+    assert by["TestBinaryUfuncs::test___mul___not_implemented"]["outcome"] == "passed"
+    # ... except one the config does not list (unlisted_test_mode: skip)
+    add = by["TestBinaryUfuncs::test___add___not_implemented"]
+    assert (add["outcome"], add["bucket"]) == ("skipped", "unlisted")
+    # listed mandatory, but on a dtype the device does not declare: skipped with the reason
+    assert by["TestBinaryUfuncs::test_binary_op_mem_overlap[dtype=float32]"]["outcome"] == (
+        "skipped"
+    )
+    # tags become marks: -m selects exactly the tagged tests
+    tagged = ootest(
+        "run", cfg, "--device", "emu:full", "--results", "t.jsonl", "--", "-m", "tag__model_1",
+        cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert tagged.returncode == 0, tagged.stdout[-2000:]
+    names = {
+        json.loads(x)["variant_id"].split("::")[2].split("[")[0]
+        for x in (tmp_path / "t.jsonl").read_text().splitlines()
+        if '"kind": "result"' in x
+    }
+    assert names == {"test_scalar_support", "test_contig_vs_transposed"}
