@@ -216,6 +216,10 @@ def test_real_torch_spyre_config_on_emu(tmp_path: Path, spyre_dir: Path) -> None
     scalar = "TestBinaryUfuncs::test_scalar_support"
     # listed as xfail (non-strict): a pass is an XPASS, a promotion candidate
     assert by[f"{scalar}[op=add,dtype=float16]"]["outcome"] == "xpassed"
+    # `exclude: gcd` reaches the Python reference _refs.gcd (gcd itself has no ref,
+    # so binary_ufuncs_with_references holds only _refs.gcd)
+    gcd = by[f"{scalar}[op=_refs.gcd,dtype=int64]"]
+    assert (gcd["outcome"], gcd["bucket"]) == ("skipped", "excluded")
     # float32 is not in the config's global.supported_dtypes
     f32 = by[f"{scalar}[op=add,dtype=float32]"]
     assert (f32["outcome"], f32["bucket"]) == ("skipped", "capability")

@@ -94,6 +94,11 @@ def variant_from_item(item: pytest.Item, rel: str, device_names: set[str]) -> Va
         variant_name = getattr(op, "variant_test_name", "")
         if variant_name and op_full == op_name:
             op_full = f"{op_name}.{variant_name}"
+        # A Python reference (_refs.gcd) tests the op it refers to: config names,
+        # capability gates and op__ marks written for "gcd" apply to it too.
+        torch_op = getattr(op, "torch_opinfo_name", None)
+        if torch_op:
+            op_name = str(torch_op)
     dtype_val = kwargs.get("dtypes", kwargs.get("dtype"))
     if isinstance(dtype_val, (list, tuple)):
         dtypes = tuple(_dtype_name(d) for d in dtype_val)
