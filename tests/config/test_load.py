@@ -82,6 +82,27 @@ def test_spyre_planned_keys_and_pytorch_root(tmp_path: Path) -> None:
     assert "not applied yet" in notes["files[0].tests[0].selectors"]
 
 
+def test_file_when_leaves_files_out(tmp_path: Path) -> None:
+    from ootest.config.when import Context
+
+    (tmp_path / "t.py").write_text("")
+    (tmp_path / "u.py").write_text("")
+    p = _write(
+        tmp_path,
+        """\
+        test_suite_config:
+          files:
+            - path: t.py
+              when: {torch: "<2.0"}
+            - path: u.py
+              when: {torch: ">=2.12", platform: linux}
+        """,
+    )
+    cfg = load_config(p, ctx=Context(torch_version="2.13.0+cpu", platform="linux"))
+    assert [f.path.name for f in cfg.files] == ["u.py"]
+    assert any(w.key_path == "files[0]" and "when" in w.message for w in cfg.warnings)
+
+
 def test_cli_validate_spyre_no_paths(spyre_dir: Path) -> None:
     r = ootest(
         "config",

@@ -14,9 +14,7 @@ Order of precedence (documented in docs/config.md):
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
-from importlib import metadata
 
 from ootest.config.load import ResolvedFile
 from ootest.config.model import (
@@ -27,23 +25,11 @@ from ootest.config.model import (
     OpRef,
     Precision,
     TestEntry,
-    When,
 )
 from ootest.config.names import NamePattern, Variant
+from ootest.config.when import Context, holds
 
-
-@dataclass(frozen=True)
-class Context:
-    torch_version: str | None = None
-    platform: str = sys.platform
-
-    @classmethod
-    def current(cls) -> Context:
-        try:
-            version: str | None = metadata.version("torch")
-        except metadata.PackageNotFoundError:
-            version = None
-        return cls(torch_version=version)
+__all__ = ["Context", "Decision", "decide", "declared", "holds", "match_entry"]
 
 
 @dataclass(frozen=True)
@@ -67,26 +53,6 @@ class Decision:
         if self.origin:
             text += f" ({self.origin})"
         return text
-
-
-def holds(when: When | None, ctx: Context) -> bool:
-    if when is None:
-        return True
-    if when.torch is not None:
-        if ctx.torch_version is None:
-            return False
-        from packaging.specifiers import SpecifierSet
-        from packaging.version import Version
-
-        # A local build suffix (+cpu, +git1234) must not hide the release number.
-        release = Version(ctx.torch_version).base_version
-        if not SpecifierSet(when.torch, prereleases=True).contains(release):
-            return False
-    if when.platform is not None:
-        plats = [when.platform] if isinstance(when.platform, str) else when.platform
-        if not any(ctx.platform.startswith(p) for p in plats):
-            return False
-    return True
 
 
 def _find(refs: list[OpRef] | None, v: Variant) -> OpRef | None:

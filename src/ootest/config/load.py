@@ -32,6 +32,7 @@ from ootest.config.model import (
     TestSuiteConfig,
 )
 from ootest.config.names import NamePattern, NameSyntaxError, Variant
+from ootest.config.when import Context, holds
 from ootest.errors import ConfigError, Problem
 
 # libyaml's C loader when available: a 10,000-entry config loads in well under a second.
@@ -460,6 +461,7 @@ def load_config(
     *,
     env: dict[str, str] | None = None,
     check_paths: bool = True,
+    ctx: Context | None = None,
 ) -> Config:
     """Load, validate, compose and expand a config file.
 
@@ -523,6 +525,11 @@ def load_config(
                         "assertEqual already compares tensors across devices",
                     )
                 )
+        if not holds(f.when, ctx or Context.current()):
+            cfg.warnings.append(
+                Problem(fname, int(fline), 0, f"files[{i}]", "left out: its 'when:' does not hold")
+            )
+            continue
         text, missing = expand(f.path, environ)
         for name in missing if check_paths else ():
             how = _HOW.get(name, f"export {name}=... or remove it from the path")
