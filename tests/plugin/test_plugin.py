@@ -133,3 +133,35 @@ def test_bad_device_spec(pytester: pytest.Pytester) -> None:
     r = pytester.runpytest("--ootest-device", "nonsense")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines(["*expected 'emu', 'emu:<profile>' or '<module>:<backend name>'*"])
+
+
+def test_tags_and_labels_become_marks(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_m="def test_a():\n    pass\n\ndef test_b():\n    pass\n\ndef test_c():\n    pass\n"
+    )
+    pytester.makefile(
+        ".yaml",
+        cfg="""
+test_suite_config:
+  labels: [trunk]
+  files:
+    - path: test_m.py
+      labels: [f1]
+      unlisted_test_mode: mandatory_success
+      tests:
+        - names: [test_a]
+          tags: [model_1, ops__inductor-pointwise]
+          labels: [nightly]
+""",
+    )
+    # In a subprocess: several in-process runs would re-import PyYAML's C extension.
+    base = ["--ootest-config", "cfg.yaml", "-W", "error::pytest.PytestUnknownMarkWarning"]
+    pytester.runpytest_subprocess(*base, "-m", "label__trunk").assert_outcomes(passed=3)
+    pytester.runpytest_subprocess(*base, "-m", "label__f1").assert_outcomes(passed=3)
+    pytester.runpytest_subprocess(*base, "-m", "label__nightly").assert_outcomes(passed=1)
+    pytester.runpytest_subprocess(*base, "-m", "tag__model_1 and not tag__nothing").assert_outcomes(
+        passed=1
+    )
+    r = pytester.runpytest_subprocess(*base, "-m", "tag__ops__inductor-pointwise", "-v")
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["*test_a PASSED*"])

@@ -330,7 +330,7 @@ class OotestPlugin:
                 self.used_patterns.update(id(p) for p in d.matched)
                 for tag in d.tags:
                     marks[f"tag__{tag}"] = f"config tag {tag}"
-                for label in d.labels:
+                for label in (*self.cfg.suite.labels, *d.labels):  # suite, file, entry
                     marks[f"label__{label}"] = f"config label {label}"
                 self._apply(item, d)
             wanted.update(marks)
