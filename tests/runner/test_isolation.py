@@ -176,10 +176,14 @@ def test_collection_error_is_reported_and_other_files_run(tmp_path: Path) -> Non
     (tmp_path / "test_new.py").write_text(
         "from torch_that_does_not_exist import needs_newer_torch\n\ndef test_x():\n    pass\n"
     )
+    (tmp_path / "test_gpu.py").write_text(
+        "import unittest\nraise unittest.SkipTest('requires CUDA')\n\ndef test_y():\n    pass\n"
+    )
     (tmp_path / "cfg.yaml").write_text(
         "test_suite_config:\n  files:\n"
         "    - path: ./test_ok.py\n      unlisted_test_mode: mandatory_success\n"
         "    - path: ./test_new.py\n      unlisted_test_mode: mandatory_success\n"
+        "    - path: ./test_gpu.py\n      unlisted_test_mode: mandatory_success\n"
     )
     r = ootest("run", "cfg.yaml", cwd=tmp_path)
     out = r.stdout + r.stderr
@@ -189,6 +193,10 @@ def test_collection_error_is_reported_and_other_files_run(tmp_path: Path) -> Non
     assert by["test_new.py"]["outcome"] == "error"
     assert "torch_that_does_not_exist" in str(by["test_new.py"]["message"])
     assert "test_new.py: collected nothing" in out and "ModuleNotFoundError" in out
+    gpu = by["test_gpu.py"]
+    assert (gpu["outcome"], gpu["phase"]) == ("skipped", "collect")
+    assert "requires CUDA" in str(gpu["reason"])
+    assert "test_gpu.py: collected nothing (module skipped at import" in " ".join(out.split())
     assert "Traceback" not in r.stderr
 
 

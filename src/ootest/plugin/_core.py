@@ -405,23 +405,35 @@ class OotestPlugin:
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         # A file that cannot be imported (e.g. an upstream file needing a newer torch)
-        # is one clear error result; the other files still run.
-        if report.failed and self._out is not None and not self.is_worker:
-            self.outcomes["error"] += 1
-            self._out.write(
-                {
-                    "kind": "result",
-                    "nodeid": report.nodeid,
-                    "variant_id": report.nodeid,
-                    "file": report.nodeid.split("::")[0],
-                    "outcome": "error",
-                    "phase": "collect",
-                    "mode": None,
-                    "duration": 0.0,
-                    "message": "collection failed: " + str(report.longrepr)[-3000:],
-                    "time": time.time(),
-                }
+        # is one clear error result; one that skips itself at import (a module-level
+        # SkipTest, "requires CUDA") one skipped result. The other files still run.
+        if self._out is None or self.is_worker or not (report.failed or report.skipped):
+            return
+        if report.skipped:
+            lr = report.longrepr
+            why = str(lr[2]) if isinstance(lr, tuple) and len(lr) == 3 else str(lr)
+            outcome, message = (
+                "skipped",
+                "module skipped at import: " + why.removeprefix("Skipped: "),
             )
+        else:
+            outcome, message = "error", "collection failed: " + str(report.longrepr)[-3000:]
+        self.outcomes[outcome] += 1
+        self._out.write(
+            {
+                "kind": "result",
+                "nodeid": report.nodeid,
+                "variant_id": report.nodeid,
+                "file": report.nodeid.split("::")[0],
+                "outcome": outcome,
+                "phase": "collect",
+                "mode": None,
+                "reason": message if outcome == "skipped" else None,
+                "duration": 0.0,
+                "message": message,
+                "time": time.time(),
+            }
+        )
 
     # ----------------------------------------------------------------- running
     @pytest.hookimpl(wrapper=True)

@@ -74,7 +74,10 @@ def check(
         n = _count(rec, device) if rec is not None else 0
         cause = next((m for k, m in errors.items() if f.path.endswith(k)), None)
         if cause is not None or rec is None:
-            detail = f" (collection failed: {headline(cause)})" if cause else ""
+            if cause is not None and cause.startswith("module skipped"):
+                detail = f" ({headline(cause)})"
+            else:
+                detail = f" (collection failed: {headline(cause)})" if cause else ""
             trips.append(Trip(shown, f"{shown}: collected nothing{detail}"))
             continue
         if n == 0:
