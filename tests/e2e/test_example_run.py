@@ -20,6 +20,7 @@ def test_example_main_job(tmp_path: Path) -> None:
     r = ootest("run", "examples/emu_young.yaml", "--results", str(res), "-q")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "ootest summary" in r.stdout and "OK:" in r.stdout
+    assert "missing kernel aten::cumsum.out" in r.stdout  # top failure causes
     by = _records(res)
     basics = "examples/suite/test_tensor_basics.py::TestTensorBasics::"
     ops = "examples/suite/test_op_consistency.py::TestOpConsistency::test_matches_cpu"

@@ -238,3 +238,28 @@ def test_plan_merge_report_do_not_import_torch(many: Path) -> None:
     )
     r = run([sys.executable, "-c", probe], cwd=many)
     assert "TORCH False" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+def test_failure_causes_group_missing_kernels_dtypes_and_signals() -> None:
+    from ootest.runner.render import failure_causes
+
+    def rec(i: int, outcome: str, message: str, **kw: object) -> dict[str, object]:
+        return {"kind": "result", "nodeid": f"t{i}", "outcome": outcome, "message": message, **kw}
+
+    missing = "NotImplementedError: Could not run 'aten::cumsum.out' with arguments from 'emu'"
+    data = RunData.from_records(
+        [
+            rec(1, "xfailed", missing),
+            rec(2, "failed", missing),
+            rec(3, "failed", "emu: aten::mm does not support dtype Long (supported: Float)"),
+            rec(4, "crashed", "process died of SIGSEGV", signal="SIGSEGV"),
+            rec(5, "failed", "E   AssertionError: Tensor-likes are not close!\nmore"),
+            rec(6, "passed", missing),  # not a failure
+        ]
+    )
+    rows = {c: (n, dict(o)) for c, n, o in failure_causes(data)}
+    assert rows["missing kernel aten::cumsum.out"] == (2, {"xfailed": 1, "failed": 1})
+    assert rows["aten::mm: dtype Long not supported"][0] == 1
+    assert rows["crashed (SIGSEGV)"][0] == 1
+    assert rows["AssertionError: Tensor-likes are not close!"][0] == 1
+    assert sum(n for n, _ in rows.values()) == 5

@@ -8,6 +8,7 @@ imports torch.
 from __future__ import annotations
 
 import html
+import re
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
@@ -43,6 +44,35 @@ class Promotions:
 
     def __bool__(self) -> bool:
         return bool(self.xpassed or self.strict or self.capable)
+
+
+_MISSING = re.compile(r"Could not run '(aten::[\w.]+)'")
+_DTYPE = re.compile(r"(aten::[\w.]+) does not support dtype (\w+)")
+FAILING = ("failed", "error", "crashed", "timeout", "xfailed")
+
+
+def cause(rec: Record) -> str:
+    """What made a test fail, grouped: a missing kernel, an unsupported dtype, a signal."""
+    msg = str(rec.get("message") or "")
+    m = _MISSING.search(msg)
+    if m:
+        return f"missing kernel {m[1]}"
+    m = _DTYPE.search(msg)
+    if m:
+        return f"{m[1]}: dtype {m[2]} not supported"
+    if rec["outcome"] in ("crashed", "timeout"):
+        return f"{rec['outcome']}" + (f" ({rec['signal']})" if rec.get("signal") else "")
+    return headline(msg)[:120] or rec["outcome"]
+
+
+def failure_causes(data: RunData) -> list[tuple[str, int, Counter[str]]]:
+    """(cause, count, outcomes) over failures, errors, crashes and expected failures."""
+    by: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in data.records():
+        if r["outcome"] in FAILING:
+            by[cause(r)][r["outcome"]] += 1
+    rows = [(c, sum(n.values()), n) for c, n in by.items()]
+    return sorted(rows, key=lambda x: (-x[1], x[0]))
 
 
 def per_file(data: RunData) -> dict[str, Counter[str]]:
@@ -109,6 +139,12 @@ def print_summary(
         console.print("[b]top skip reasons[/b]")
         for reason, n in reasons.most_common(5):
             console.print(f"  {n:5d}  {esc(reason)}")
+    causes = failure_causes(data)
+    if causes:
+        console.print("[b]top failure causes[/b] (failed, errors, crashes and expected failures)")
+        for text, n, outcomes in causes[:8]:
+            kinds = ", ".join(f"{k} {v}" for k, v in outcomes.most_common())
+            console.print(f"  {n:5d}  {esc(text)}  [dim]({kinds})[/dim]")
     promos = Promotions.of(data)
     if promos.xpassed:
         console.print(f"[b]{len(promos.xpassed)} xfail variant(s) passed[/b] (promote them):")
@@ -281,6 +317,17 @@ def html_report(data: RunData, title: str, trips: list[Trip] | None = None) -> s
             parts += [_rate_cell(cells.get((op, d))) for d in dtypes] + ["</tr>"]
         parts.append("</table>")
 
+    causes = failure_causes(data)
+    if causes:
+        parts.append(
+            "<h2>Failure causes</h2><p>failed, errors, crashes and expected failures, "
+            "grouped (a missing kernel, an unsupported dtype, a signal, else the error)</p>"
+            "<table id='causes'><tr><th>cause</th><th>count</th><th>outcomes</th></tr>"
+        )
+        for text, n, outcomes in causes:
+            kinds = ", ".join(f"{k} {v}" for k, v in outcomes.most_common())
+            parts.append(f"<tr><td>{e(text)}</td><td>{n}</td><td>{e(kinds)}</td></tr>")
+        parts.append("</table>")
     if bad:
         parts.append("<h2>Failures, errors, crashes</h2><div id='failures'>")
         for r in bad:
