@@ -135,6 +135,7 @@ def test_shards_merge_to_the_unsharded_run(many: Path) -> None:
     legs = json.loads(plan.stdout)["include"]
     assert [leg["shard"] for leg in legs] == ["1/3", "2/3", "3/3"]
     assert len({leg["job_name"] for leg in legs}) == 3
+    assert all(leg["estimated_seconds"] is not None for leg in legs)  # durations matched
     seen: list[str] = []
     for leg in legs:
         r = ootest(

@@ -59,22 +59,13 @@ def add_parsers(sub: Any) -> None:
 
 def plan(args: argparse.Namespace) -> int:
     from ootest.config.load import load_config
-    from ootest.runner.results import RunData
-    from ootest.runner.shard import assign
+    from ootest.runner.shard import assign, durations_from
 
     if args.shards < 1:
         raise UserError(f"--shards: expected a number >= 1; found {args.shards}")
     cfg = load_config(args.config)
-    paths = [Path(p) for p in args.durations or []]
-    data = RunData.load(*paths)
     files = {os.path.realpath(rf.path) for rf in cfg.files}
-    root = Path.cwd()
-    durations = {
-        k: float(r.get("duration") or 0)
-        for k, r in data.results.items()
-        if os.path.realpath(root / str(r.get("file"))) in files
-        and r.get("outcome") not in ("crashed", "timeout")
-    }
+    durations = durations_from([Path(p) for p in args.durations or []], files)
     _, load = assign(durations, durations, args.shards)
     name = cfg.source.stem
     device = cfg.suite.device or "plain"

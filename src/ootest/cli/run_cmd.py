@@ -164,13 +164,12 @@ def run(args: argparse.Namespace) -> int:
     if crashes:
         extra.append(f"{len(crashes)} crash(es)/timeout(s) recovered by restarting pytest")
     if last.finished and last.returncode < 0:
-        import signal
+        from ootest.runner.crash import signal_name
 
-        try:
-            sig = signal.Signals(-last.returncode).name
-        except ValueError:
-            sig = f"signal {-last.returncode}"
-        extra.append(f"note: pytest died of {sig} at exit, after every result was written")
+        extra.append(
+            f"note: pytest died of {signal_name(last.returncode)} at exit, "
+            "after every result was written"
+        )
     if log is not None:
         extra.append(f"pytest output: {log}")
     trips = guard.check(

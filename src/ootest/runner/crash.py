@@ -81,6 +81,14 @@ def _fault_text(inflight: dict[str, Any]) -> str:
         return ""
 
 
+def signal_name(returncode: int) -> str:
+    """``SIGSEGV`` for a :mod:`subprocess` return code of -11."""
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
 def crash_record(inflight: dict[str, Any], returncode: int | None = None) -> Record:
     """The result of the test (or collection) that was in flight when its process died.
 
@@ -91,10 +99,7 @@ def crash_record(inflight: dict[str, Any], returncode: int | None = None) -> Rec
     timeout = re.search(r"^Timeout \(([\d:.]+)\)!", fault, re.M)
     sig: str | None = None
     if returncode is not None and returncode < 0:
-        try:
-            sig = signal.Signals(-returncode).name
-        except ValueError:
-            sig = f"signal {-returncode}"
+        sig = signal_name(returncode)
     if sig is None:
         m = re.search(r"Fatal Python error: ([A-Za-z -]+)", fault)
         if m:

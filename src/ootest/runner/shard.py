@@ -11,6 +11,7 @@ lands in exactly one shard without any coordination.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -58,11 +59,13 @@ def assign(
     return out, load
 
 
-def durations_from(paths: Iterable[Path]) -> dict[str, float]:
-    """Per-test durations (by nodeid) from earlier results files."""
+def durations_from(paths: Iterable[Path], files: set[str] | None = None) -> dict[str, float]:
+    """Per-test durations (by nodeid) from earlier results files; with ``files`` (real
+    paths), only tests of those files (a result's file is relative to the working dir)."""
     data = RunData.load(*paths)
     return {
         key: float(r.get("duration") or 0.0)
         for key, r in data.results.items()
         if r.get("outcome") not in ("crashed", "timeout")  # a cut-short time is no estimate
+        and (files is None or os.path.realpath(str(r.get("file"))) in files)
     }

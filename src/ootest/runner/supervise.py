@@ -68,7 +68,9 @@ class Supervisor:
             for p in self.state.glob("inflight-*.json"):
                 crash.clear_inflight(p)
             before = RunData.from_records(read_records(self.results))
-            attempt = self._once(resume=bool(before.results) or before.sessions > 0)
+            attempt = self._once(
+                resume=bool(before.results) or before.sessions > 0, done=len(before.results)
+            )
             self.attempts.append(attempt)
             if attempt.finished:
                 return attempt
@@ -86,7 +88,7 @@ class Supervisor:
                 return attempt
             self._crashed.add(key)
 
-    def _once(self, resume: bool) -> Attempt:
+    def _once(self, resume: bool, done: int) -> Attempt:
         cmd = [*self.pytest_cmd, "--ootest-results", str(self.results)]
         cmd += ["--ootest-state", str(self.state)]
         if resume:
@@ -104,11 +106,11 @@ class Supervisor:
                 )
                 tee = threading.Thread(target=self._tee, args=(proc, log), daemon=True)
                 tee.start()
-                rc = self._watch(proc, start_size)
+                rc = self._watch(proc, start_size, done)
                 tee.join(timeout=10)
         else:
             proc = subprocess.Popen(cmd, env=env)
-            rc = self._watch(proc, start_size)
+            rc = self._watch(proc, start_size, done)
         finished = any(r["kind"] == "finish" for r in _records_since(self.results, start_size))
         return Attempt(returncode=rc, finished=finished)
 
@@ -121,9 +123,8 @@ class Supervisor:
             if self.on_line is not None and SHOW.match(line):
                 self.on_line(line.decode("utf-8", "replace").rstrip())
 
-    def _watch(self, proc: subprocess.Popen[bytes], offset: int) -> int:
+    def _watch(self, proc: subprocess.Popen[bytes], offset: int, done: int) -> int:
         tail = _Tail(self.results, offset)
-        done = len(RunData.from_records(read_records(self.results)).results)
         inflight = crash.inflight_path(self.state, "main")
         try:
             while True:
