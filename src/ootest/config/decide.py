@@ -15,6 +15,7 @@ Order of precedence (documented in docs/config.md):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ootest.config.load import ResolvedFile
 from ootest.config.model import (
@@ -29,7 +30,7 @@ from ootest.config.model import (
 from ootest.config.names import NamePattern, Variant
 from ootest.config.when import Context, holds
 
-__all__ = ["Context", "Decision", "decide", "declared", "holds", "match_entry"]
+__all__ = ["Context", "Decision", "clear_caches", "decide", "declared", "holds", "match_entry"]
 
 
 @dataclass(frozen=True)
@@ -55,24 +56,90 @@ class Decision:
         return text
 
 
-def _find(refs: list[OpRef] | None, v: Variant) -> OpRef | None:
-    for ref in refs or ():
-        if ref.name in (v.op, v.op_name):
-            return ref
-    return None
+_Ref = TypeVar("_Ref", DtypeRef, OpRef, ModuleRef)
 
 
-def _names(refs: list[DtypeRef] | list[OpRef] | list[ModuleRef] | None) -> set[str]:
-    return {r.name for r in refs or ()}
+def _by_name(refs: list[_Ref] | None, strip: str = "") -> dict[str, tuple[int, _Ref]] | None:
+    """name -> (position, ref); the first of equal names wins, as in a list scan."""
+    if refs is None:
+        return None
+    out: dict[str, tuple[int, _Ref]] = {}
+    for i, r in enumerate(refs):
+        out.setdefault(r.name.removeprefix(strip) if strip else r.name, (i, r))
+    return out
 
 
-def _module_names(refs: list[ModuleRef] | None) -> set[str]:
+@dataclass
+class _Lookup:
+    """Name indexes over one capability list or one entry's edits: a long
+    ``supported_ops`` list costs a dict lookup per variant, not a scan."""
+
+    ops: dict[str, tuple[int, OpRef]] | None
+    dtypes: dict[str, tuple[int, DtypeRef]] | None
     # ModuleInfo names are "nn.Linear"; Torch Spyre writes "torch.nn.Linear".
-    return {r.name.removeprefix("torch.") for r in refs or ()}
+    modules: dict[str, tuple[int, ModuleRef]] | None
+
+    def op(self, v: Variant) -> OpRef | None:
+        if not self.ops:
+            return None
+        hits = [h for h in (self.ops.get(v.op or ""), self.ops.get(v.op_name or "")) if h]
+        return min(hits, key=lambda h: h[0])[1] if hits else None
+
+    def dtype(self, name: str) -> DtypeRef | None:
+        hit = self.dtypes.get(name) if self.dtypes else None
+        return hit[1] if hit else None
 
 
-def _dtype_ref(refs: list[DtypeRef] | None, name: str) -> DtypeRef | None:
-    return next((r for r in refs or () if r.name == name), None)
+@dataclass
+class _EntryLookup:
+    include: _Lookup
+    exclude: _Lookup
+
+
+_CAPS: dict[int, tuple[GlobalCaps, _Lookup]] = {}
+_EDITS: dict[int, tuple[TestEntry, _EntryLookup]] = {}
+
+
+def clear_caches() -> None:
+    """Drop the indexes built for decided configs (the plugin calls it at the end)."""
+    _CAPS.clear()
+    _EDITS.clear()
+    _OP_DTYPES.clear()
+
+
+def _caps(caps: GlobalCaps) -> _Lookup:
+    hit = _CAPS.get(id(caps))
+    if hit is None or hit[0] is not caps:
+        look = _Lookup(
+            _by_name(caps.supported_ops),
+            _by_name(caps.supported_dtypes),
+            _by_name(caps.supported_modules, "torch."),
+        )
+        hit = _CAPS[id(caps)] = (caps, look)
+    return hit[1]
+
+
+def _edits(entry: TestEntry | None) -> _EntryLookup | None:
+    if entry is None or entry.edits is None:
+        return None
+    hit = _EDITS.get(id(entry))
+    if hit is None or hit[0] is not entry:
+        e = entry.edits
+        ops, dts, mods = e.ops, e.dtypes, e.modules
+        look = _EntryLookup(
+            _Lookup(
+                _by_name(ops.include if ops else None),
+                _by_name(dts.include if dts else None),
+                _by_name(mods.include if mods else None, "torch."),
+            ),
+            _Lookup(
+                _by_name(ops.exclude if ops else None),
+                _by_name(dts.exclude if dts else None),
+                _by_name(mods.exclude if mods else None, "torch."),
+            ),
+        )
+        hit = _EDITS[id(entry)] = (entry, look)
+    return hit[1]
 
 
 def match_entry(
@@ -112,15 +179,16 @@ def decide(rf: ResolvedFile, caps: GlobalCaps, v: Variant, ctx: Context) -> Deci
     if mode == "skip":
         return out(mode, reason, bucket)
 
-    edits = entry.edits if entry is not None else None
+    edits = _edits(entry)
+    cl = _caps(caps)
     forced: list[str] = []
     if entry is not None and entry.force_xfail:
         forced.append("the entry sets force_xfail")
 
     # --- op axis
-    opref = _find(caps.supported_ops, v)
+    opref = cl.op(v)
     if v.op is not None:
-        ex = _find(edits.ops.exclude if edits and edits.ops else None, v)
+        ex = edits.exclude.op(v) if edits else None
         if ex is not None:
             return out(
                 "skip",
@@ -128,8 +196,8 @@ def decide(rf: ResolvedFile, caps: GlobalCaps, v: Variant, ctx: Context) -> Deci
                 + (f": {ex.description or ex.reason}" if ex.description or ex.reason else ""),
                 "excluded",
             )
-        inc = _find(edits.ops.include if edits and edits.ops else None, v)
-        if caps.supported_ops is not None and opref is None and inc is None:
+        inc = edits.include.op(v) if edits else None
+        if cl.ops is not None and opref is None and inc is None:
             return out("skip", f"op {v.op} is not in global.supported_ops", "capability")
         if opref is not None and opref.force_xfail:
             forced.append(f"op {opref.name} has force_xfail")
@@ -137,20 +205,19 @@ def decide(rf: ResolvedFile, caps: GlobalCaps, v: Variant, ctx: Context) -> Deci
     # --- dtype axis
     precision: Precision | None = None
     for dt in v.dtypes:
-        if edits and edits.dtypes and dt in _names(edits.dtypes.exclude):
+        if edits and edits.exclude.dtype(dt) is not None:
             return out("skip", f"dtype {dt} excluded for this test", "excluded")
-        included = _dtype_ref(edits.dtypes.include if edits and edits.dtypes else None, dt)
-        allowed: list[DtypeRef] | None = caps.supported_dtypes
-        where = "global.supported_dtypes"
+        included = edits.include.dtype(dt) if edits else None
+        allowed, where = cl, "global.supported_dtypes"
         if opref is not None and opref.dtypes is not None:
-            allowed, where = opref.dtypes, f"supported_ops[{opref.name}].dtypes"
-        ref = _dtype_ref(allowed, dt)
-        if allowed is not None and ref is None and included is None:
+            allowed, where = _op_dtypes(opref), f"supported_ops[{opref.name}].dtypes"
+        ref = allowed.dtype(dt)
+        if allowed.dtypes is not None and ref is None and included is None:
             what = f"op {v.op} on " if where.startswith("supported_ops") else ""
             return out(
                 "skip", f"dtype {dt} is not supported for {what}this device ({where})", "capability"
             )
-        global_ref = _dtype_ref(caps.supported_dtypes, dt)
+        global_ref = cl.dtype(dt)
         for r in (ref, global_ref):
             if r is not None and r.force_xfail:
                 forced.append(f"dtype {dt} has force_xfail")
@@ -161,21 +228,16 @@ def decide(rf: ResolvedFile, caps: GlobalCaps, v: Variant, ctx: Context) -> Deci
 
     # --- module axis
     if v.module is not None:
-        mod_ex = edits.modules.exclude if edits and edits.modules else None
-        if v.module in _module_names(mod_ex):
+        if edits and edits.exclude.modules and v.module in edits.exclude.modules:
             return out("skip", f"module {v.module} excluded for this test", "excluded")
-        mod_inc = edits.modules.include if edits and edits.modules else None
-        mods = caps.supported_modules
-        if (
-            mods is not None
-            and v.module not in _module_names(mods)
-            and v.module not in _module_names(mod_inc)
-        ):
+        mods = cl.modules
+        included_mod = bool(edits and edits.include.modules and v.module in edits.include.modules)
+        if mods is not None and v.module not in mods and not included_mod:
             return out(
                 "skip", f"module {v.module} is not in global.supported_modules", "capability"
             )
-        mref = next((m for m in mods or () if m.name.removeprefix("torch.") == v.module), None)
-        if mref is not None and mref.force_xfail:
+        mhit = mods.get(v.module) if mods else None
+        if mhit is not None and mhit[1].force_xfail:
             forced.append(f"module {v.module} has force_xfail")
 
     if forced and mode == "mandatory_success":
@@ -192,13 +254,22 @@ def declared(caps: GlobalCaps, v: Variant) -> bool:
     """
     if v.op is None and not v.dtypes and v.module is None:
         return False
-    opref = _find(caps.supported_ops, v)
+    cl = _caps(caps)
+    opref = cl.op(v)
     if v.op is not None and opref is None:
         return False
     for dt in v.dtypes:
-        allowed = opref.dtypes if opref is not None and opref.dtypes is not None else None
-        if allowed is None:
-            allowed = caps.supported_dtypes
-        if allowed is None or _dtype_ref(allowed, dt) is None:
+        allowed = _op_dtypes(opref) if opref is not None and opref.dtypes is not None else cl
+        if allowed.dtypes is None or allowed.dtype(dt) is None:
             return False
-    return not (v.module is not None and v.module not in _module_names(caps.supported_modules))
+    return not (v.module is not None and v.module not in (cl.modules or {}))
+
+
+_OP_DTYPES: dict[int, tuple[OpRef, _Lookup]] = {}
+
+
+def _op_dtypes(ref: OpRef) -> _Lookup:
+    hit = _OP_DTYPES.get(id(ref))
+    if hit is None or hit[0] is not ref:
+        hit = _OP_DTYPES[id(ref)] = (ref, _Lookup(None, _by_name(ref.dtypes), None))
+    return hit[1]

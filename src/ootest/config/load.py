@@ -56,6 +56,7 @@ class ResolvedFile:
     patterns: list[tuple[TestEntry, list[NamePattern]]]
     _index: dict[tuple[str, ...], list[Candidate]] | None = None
     _regexes: list[Candidate] = field(default_factory=list)
+    _filtered: set[str] = field(default_factory=set)  # methods that have filtered names
 
     def candidates(self, v: Variant) -> list[Candidate]:
         """Patterns that may match ``v`` as (entry index, entry, pattern).
@@ -64,8 +65,9 @@ class ResolvedFile:
         first filter, so a 10,000-entry config costs a few dict lookups per
         variant rather than 10,000 comparisons.
         """
-        if self._index is None:
-            index: dict[tuple[str, ...], list[Candidate]] = {}
+        index = self._index
+        if index is None:
+            index = {}
             for i, (entry, patterns) in enumerate(self.patterns):
                 for p in patterns:
                     if p.kind in ("regex", "pattern"):
@@ -73,15 +75,17 @@ class ResolvedFile:
                     elif p.filters:
                         key, value = p.filters[0]
                         index.setdefault((p.method or "", key, value), []).append((i, entry, p))
+                        self._filtered.add(p.method or "")
                     else:
                         index.setdefault((p.method or "",), []).append((i, entry, p))
             self._index = index
         found: list[Candidate] = []
         for name in v.names:
-            found += self._index.get((name,), ())
-            for key, value in dict.fromkeys(v.index_keys()):
-                found += self._index.get((name, key, value), ())
-        return found + self._regexes
+            found += index.get((name,), ())
+            if name in self._filtered:
+                for key, value in v.index_keys():
+                    found += index.get((name, key, value), ())
+        return found + self._regexes if self._regexes else found
 
 
 @dataclass
@@ -274,9 +278,13 @@ def _read_yaml(path: Path) -> tuple[Any, Any]:
     except OSError as e:
         raise ConfigError([Problem(str(path), 0, 0, "", f"cannot read: {e.strerror}")]) from None
     loader = _Loader(text)
+    dups = False
     try:
         node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
+        try:
+            data, dups = _construct(loader, node) if node is not None else (None, False)
+        except _Unusual:  # merge keys, tags, complex keys: PyYAML's own constructor
+            data, dups = loader.construct_document(node), True
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
@@ -298,10 +306,65 @@ def _read_yaml(path: Path) -> tuple[Any, Any]:
                 )
             ]
         )
-    dups = _duplicate_keys(path, node)
-    if dups:
-        raise ConfigError(dups)
+    if dups and (found := _duplicate_keys(path, node)):
+        raise ConfigError(found)
     return data, node
+
+
+_STR = "tag:yaml.org,2002:str"
+_SEQ = "tag:yaml.org,2002:seq"
+_MAP = "tag:yaml.org,2002:map"
+
+
+class _Unusual(Exception):
+    """A node the fast builder leaves to PyYAML's constructor."""
+
+
+def _construct(loader: Any, root: Any) -> tuple[Any, bool]:
+    """(data, whether some mapping repeats a key) of a composed document.
+
+    The same values as ``loader.construct_document``, built by one tight walk:
+    plain strings, lists and dicts (nearly all of a config) directly, other
+    scalars (ints, bools, nulls, ...) by PyYAML's resolver-driven constructors.
+    About three times faster on a 10,000-entry config. Anything unusual (merge
+    keys, explicit tags, complex keys) raises :class:`_Unusual`.
+    """
+    memo: dict[int, Any] = {}  # aliases share their node: build each once
+    dup = False
+    scalar, sequence, mapping = yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode
+
+    def build(node: Any) -> Any:
+        nonlocal dup
+        kind = node.__class__
+        if kind is scalar:
+            return node.value if node.tag == _STR else loader.construct_object(node, deep=True)
+        done = memo.get(id(node))
+        if done is not None:
+            return done
+        if kind is sequence and node.tag == _SEQ:
+            items: list[Any] = []
+            memo[id(node)] = items
+            items.extend([build(v) for v in node.value])
+            return items
+        if kind is mapping and node.tag == _MAP:
+            out: dict[Any, Any] = {}
+            memo[id(node)] = out
+            for k, v in node.value:
+                if k.__class__ is not scalar or k.tag not in (_STR, _INT, _BOOL, _NULL):
+                    raise _Unusual
+                key = k.value if k.tag == _STR else loader.construct_object(k)
+                if key in out:
+                    dup = True
+                out[key] = build(v)
+            return out
+        raise _Unusual
+
+    return build(root), dup
+
+
+_INT = "tag:yaml.org,2002:int"
+_BOOL = "tag:yaml.org,2002:bool"
+_NULL = "tag:yaml.org,2002:null"
 
 
 def _validate(path: Path, data: Any, node: Any) -> Document:
@@ -321,18 +384,26 @@ def _validate(path: Path, data: Any, node: Any) -> Document:
 
 
 def _attach_origins(path: Path, node: Any, doc: Document) -> None:
+    """Record ``file:line`` on every file, test entry and capability (for messages)."""
+
+    def items(parent: Any, key: str) -> list[Any]:
+        found = _child(parent, key) if parent is not None else None
+        value = found[1] if found else None
+        return list(value.value) if isinstance(value, yaml.SequenceNode) else []
+
+    found = _child(node, "test_suite_config")
+    top = found[1] if found else None
     suite = doc.test_suite_config
-    for i, f in enumerate(suite.files):
-        ln, _ = _position(node, ("test_suite_config", "files", i))
-        f._origin = f"{path}:{ln}"
-        for j, t in enumerate(f.tests):
-            ln, _ = _position(node, ("test_suite_config", "files", i, "tests", j))
-            t._origin = f"{path}:{ln}"
+    for f, fnode in zip(suite.files, items(top, "files"), strict=False):
+        f._origin = f"{path}:{fnode.start_mark.line + 1}"
+        for t, tnode in zip(f.tests, items(fnode, "tests"), strict=False):
+            t._origin = f"{path}:{tnode.start_mark.line + 1}"
+    gfound = _child(top, "global") if top is not None else None
+    gnode = gfound[1] if gfound else None
     g = suite.global_
     for key in ("supported_dtypes", "supported_ops", "supported_modules"):
-        for k, ref in enumerate(getattr(g, key) or []):
-            ln, _ = _position(node, ("test_suite_config", "global", key, k))
-            ref._origin = f"{path}:{ln}"
+        for ref, rnode in zip(getattr(g, key) or [], items(gnode, key), strict=False):
+            ref._origin = f"{path}:{rnode.start_mark.line + 1}"
 
 
 # ----------------------------------------------------------------- variables

@@ -64,13 +64,14 @@ class Variant:
             (self.method, self.name) if self.name and self.name != self.method else (self.method,)
         )
 
-    def index_keys(self) -> list[tuple[str, str]]:
-        """(axis, value) pairs a variant filter may name; see ResolvedFile.candidates."""
+    def index_keys(self) -> tuple[tuple[str, str], ...]:
+        """(axis, value) pairs a variant filter may name, each once; see
+        ResolvedFile.candidates."""
         keys = [(k, v) for k, v in self.axes.items()]
         keys += [("dtype", d) for d in self.dtypes]
         if self.op_name is not None:
             keys.append(("op", self.op_name))
-        return keys
+        return tuple(dict.fromkeys(keys))
 
     @cached_property
     def axes(self) -> dict[str, str]:

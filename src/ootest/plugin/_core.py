@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ootest.config.decide import Context, Decision, decide, declared
+from ootest.config.decide import Context, Decision, clear_caches, decide, declared
 from ootest.config.load import Config, ResolvedFile, load_config
 from ootest.config.names import NamePattern, Variant
 from ootest.errors import DeviceError
@@ -123,6 +123,7 @@ class OotestPlugin:
     _fault_fh: Any = None
     _inflight: Path | None = None
     _outcome_marks: dict[tuple[str, str], pytest.MarkDecorator] = field(default_factory=dict)
+    _decided: list[pytest.Item] = field(default_factory=list)  # items with stashed records
 
     # ------------------------------------------------------------------ setup
     @classmethod
@@ -201,7 +202,19 @@ class OotestPlugin:
         if self._out is not None and not self.is_worker:
             self._out.write({"kind": "finish", "exitstatus": int(exitstatus), "time": time.time()})
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        # Let reference counting free the config and the per-variant records now:
+        # pytest's closing gc.collect() and the interpreter's final one then
+        # do not walk tens of thousands of ootest objects.
+        for item in self._decided:
+            _drop(item.stash, VARIANT)
+            _drop(item.stash, DECISION)
+            _drop(item.stash, CAPABLE)
+        self._decided = []
+        self.cfg = None
+        self._files.clear()
+        clear_caches()
         if self._out is not None:
             self._out.close()
         if self._fault_fh is not None:
@@ -301,15 +314,23 @@ class OotestPlugin:
         names = {self.device.name} if self.device else set()
         planned: list[tuple[pytest.Item, list[str]]] = []
         wanted: dict[str, str] = {}
-        rel_paths: dict[Path, str] = {}
+        per_path: dict[Path, tuple[str, ResolvedFile | None, FileStats | None]] = {}
+        caps = self.cfg.suite.global_ if self.cfg is not None else None
+        suite_labels = tuple(self.cfg.suite.labels) if self.cfg is not None else ()
         for item in items:
-            rel = rel_paths.get(item.path)
-            if rel is None:
-                rel = rel_paths[item.path] = os.path.relpath(str(item.path), rootdir)
-                if self._file(item.path) is not None:
+            known = per_path.get(item.path)
+            if known is None:
+                rel = os.path.relpath(str(item.path), rootdir)
+                rf = self._file(item.path)
+                st = None
+                if rf is not None:
                     self.seen_files.add(os.path.realpath(item.path))
+                    st = self.stats.setdefault(str(item.path), FileStats())
+                known = per_path[item.path] = (rel, rf, st)
+            rel, rf, st = known
             v = variant_from_item(item, rel, names)
             item.stash[VARIANT] = v
+            self._decided.append(item)
             marks: dict[str, str] = {}
             for op in dict.fromkeys(x for x in (v.op_name, v.op) if x):
                 marks[f"op__{op}"] = f"variants of op {op}"
@@ -317,20 +338,18 @@ class OotestPlugin:
                 marks[f"dtype__{dt}"] = f"variants of dtype {dt}"
             if v.module:
                 marks[f"module__{v.module}"] = f"variants of module {v.module}"
-            rf = self._file(item.path)
-            if rf is not None and self.cfg is not None:
-                st = self.stats.setdefault(str(item.path), FileStats())
+            if rf is not None and st is not None and caps is not None:
                 st.collected += 1
                 st.device_variants += v.device_variant
-                d = decide(rf, self.cfg.suite.global_, v, self.ctx)
+                d = decide(rf, caps, v, self.ctx)
                 item.stash[DECISION] = d
-                if d.mode == "skip" and d.bucket == "listed":
-                    if declared(self.cfg.suite.global_, v):
-                        item.stash[CAPABLE] = True
-                self.used_patterns.update(id(p) for p in d.matched)
+                if d.mode == "skip" and d.bucket == "listed" and declared(caps, v):
+                    item.stash[CAPABLE] = True
+                for p in d.matched:
+                    self.used_patterns.add(id(p))
                 for tag in d.tags:
                     marks[f"tag__{tag}"] = f"config tag {tag}"
-                for label in (*self.cfg.suite.labels, *d.labels):  # suite, file, entry
+                for label in (*suite_labels, *d.labels):  # suite, file, entry
                     marks[f"label__{label}"] = f"config label {label}"
                 self._apply(item, d)
             wanted.update(marks)
@@ -552,6 +571,11 @@ class OotestPlugin:
             tr.write_sep("-", f"ootest: {len(stale)} config names matched no test")
             for origin, p in stale:
                 tr.write_line(f"  {origin}: {p.raw}")
+
+
+def _drop(stash: pytest.Stash, key: pytest.StashKey[Any]) -> None:
+    if key in stash:
+        del stash[key]
 
 
 def _no_gc(fn: Any, *args: Any) -> Any:

@@ -9,7 +9,6 @@ to every instantiated test. Nothing here imports torch.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import pytest
@@ -25,8 +24,18 @@ def _is_device_base(cls: type) -> bool:
     )
 
 
+_TEMPLATES: dict[type, tuple[type, str | None]] = {}
+
+
 def template_class(cls: type) -> tuple[type, str | None]:
     """(template class, device type) of a possibly generated device test class."""
+    found = _TEMPLATES.get(cls)
+    if found is None:
+        found = _TEMPLATES[cls] = _template_class(cls)
+    return found
+
+
+def _template_class(cls: type) -> tuple[type, str | None]:
     bases = cls.__bases__
     device_bases = [b for b in bases if _is_device_base(b)]
     others = [b for b in bases if not _is_device_base(b)]
@@ -76,7 +85,10 @@ def variant_from_item(item: pytest.Item, rel: str, device_names: set[str]) -> Va
     template, device_type = template_class(cls)
     gen_name = item.name
     # The class attribute, not the instance's: PyTorch's TestCase.__init__ may wrap it.
-    func = inspect.getattr_static(cls, gen_name, func)
+    for klass in cls.__mro__:  # inspect.getattr_static, for plain classes, faster
+        if gen_name in klass.__dict__:
+            func = klass.__dict__[gen_name]
+            break
     func = getattr(func, "__func__", func)
     kwargs = _param_kwargs(func)
     method = getattr(func, "__name__", gen_name)
