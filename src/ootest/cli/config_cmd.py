@@ -65,7 +65,7 @@ def show(args: argparse.Namespace) -> int:
     suite.pop("extends", None)
     out: dict[str, Any] = {"test_suite_config": suite}
     out["resolved_files"] = [
-        {"path": str(rf.path), "entries": len(rf.entry.tests), "from": rf.entry._origin}
+        {"path": str(rf.path), "entries": len(rf.entry.tests), "from": rf.entry.origin}
         for rf in cfg.files
     ]
     if cfg.relay is not None:

@@ -166,12 +166,12 @@ def decide(rf: ResolvedFile, caps: GlobalCaps, v: Variant, ctx: Context) -> Deci
     if entry is not None:
         mode: Mode = entry.mode
         reason = entry.reason or entry.description or f"listed as {mode}"
-        origin, issue, bucket = entry._origin, entry.issue, "listed"
+        origin, issue, bucket = entry.origin, entry.issue, "listed"
         tags, labels = tuple(entry.tags), (*labels, *entry.labels)
     else:
         mode = rf.entry.unlisted_test_mode
         reason = f"not listed in the config (unlisted_test_mode: {mode})"
-        origin, issue, bucket = rf.entry._origin, None, "unlisted"
+        origin, issue, bucket = rf.entry.origin, None, "unlisted"
 
     def out(m: Mode, why: str, b: str, prec: Precision | None = None) -> Decision:
         return Decision(m, why, origin, issue, b, prec, tags, labels, entry, matched)

@@ -560,11 +560,11 @@ def load_config(
             )
         )
     for i, f in enumerate(suite.files):
-        where = f._origin or f"{src}:0"
+        where = f.origin or f"{src}:0"
         fname, _, fline = where.rpartition(":")
         patterns: list[tuple[TestEntry, list[NamePattern]]] = []
         for j, t in enumerate(f.tests):
-            tfile, _, tline = (t._origin or where).rpartition(":")
+            tfile, _, tline = (t.origin or where).rpartition(":")
             compiled = []
             for k, name in enumerate(t.names):
                 try:

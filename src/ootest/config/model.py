@@ -27,6 +27,12 @@ class _Documented(_Strict):
     # "file:line" of the entry, filled in by the loader; used in reasons.
     _origin: str = PrivateAttr(default="")
 
+    @property
+    def origin(self) -> str:
+        """``file:line`` of the entry (read for every decided variant: no pydantic lookup)."""
+        private = self.__pydantic_private__
+        return str(private["_origin"]) if private else ""
+
     description: str | None = Field(default=None, description="Free text for humans.")
     reason: str | None = Field(
         default=None, description="Why this entry exists; carried into skip/xfail messages."

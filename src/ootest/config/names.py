@@ -57,33 +57,34 @@ class Variant:
     device_variant: bool = False  # instantiated for the privateuse1 device
     name: str = ""  # generated name without device/dtype suffixes, if not the method
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        """The method names config names may use: template, then parametrized."""
-        return (
-            (self.method, self.name) if self.name and self.name != self.method else (self.method,)
-        )
+    # Derived once at construction (read for every candidate name of every variant).
+    names: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """The method names config names may use: template, then parametrized."""
+    axes: dict[str, str] = field(init=False, repr=False, compare=False)
+    """The variant's axes in canonical order: op, dtype (joined), module, params."""
+
+    def __post_init__(self) -> None:
+        names = (self.method, self.name) if self.name and self.name != self.method else None
+        object.__setattr__(self, "names", names or (self.method,))
+        axes: dict[str, str] = {}
+        if self.op is not None:
+            axes["op"] = self.op
+        if self.dtypes:
+            axes["dtype"] = ",".join(self.dtypes)
+        if self.module is not None:
+            axes["module"] = self.module
+        if self.params:
+            axes.update(sorted(self.params))
+        object.__setattr__(self, "axes", axes)
 
     def index_keys(self) -> tuple[tuple[str, str], ...]:
         """(axis, value) pairs a variant filter may name, each once; see
         ResolvedFile.candidates."""
-        keys = [(k, v) for k, v in self.axes.items()]
+        keys = list(self.axes.items())
         keys += [("dtype", d) for d in self.dtypes]
         if self.op_name is not None:
             keys.append(("op", self.op_name))
         return tuple(dict.fromkeys(keys))
-
-    @cached_property
-    def axes(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        if self.op is not None:
-            out["op"] = self.op
-        if self.dtypes:
-            out["dtype"] = ",".join(self.dtypes)
-        if self.module is not None:
-            out["module"] = self.module
-        out.update(dict(sorted(self.params)))
-        return out
 
     @cached_property
     def test_id(self) -> str:
@@ -172,28 +173,30 @@ class NamePattern:
         return self.method == method and self.cls in (None, cls)
 
     def matches(self, v: Variant) -> bool:
-        if self.kind == "regex":
+        kind = self.kind
+        if kind == "regex":
             assert self.regex is not None
             return self.regex.search(f"{v.cls}::{v.method}") is not None or (
                 self.regex.search(v.test_id) is not None
             )
-        if self.kind == "pattern":
+        if kind == "pattern":
             assert self.regex is not None
             full = self.regex.fullmatch
             return any(full(f"{v.cls}::{n}") or full(n) for n in v.names)
         if self.method not in v.names or (self.cls is not None and self.cls != v.cls):
             return False
+        if not self.filters:
+            return True
         axes = v.axes
         for key, value in self.filters:
             have = axes.get(key)
             if have is None:
                 return False
+            if value == have:
+                continue
             if key == "dtype":
-                if value not in v.dtypes and value != have:
+                if value not in v.dtypes:
                     return False
-            elif key == "op":
-                if value not in (v.op, v.op_name):
-                    return False
-            elif have != value:
+            elif key != "op" or value != v.op_name:
                 return False
         return True

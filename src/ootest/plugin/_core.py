@@ -312,11 +312,12 @@ class OotestPlugin:
     def _decide_all(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         rootdir = str(config.rootpath)
         names = {self.device.name} if self.device else set()
-        planned: list[tuple[pytest.Item, list[str]]] = []
+        planned: list[tuple[pytest.Item, dict[str, str]]] = []
         wanted: dict[str, str] = {}
         per_path: dict[Path, tuple[str, ResolvedFile | None, FileStats | None]] = {}
         caps = self.cfg.suite.global_ if self.cfg is not None else None
         suite_labels = tuple(self.cfg.suite.labels) if self.cfg is not None else ()
+        axis_marks: dict[tuple[Any, ...], dict[str, str]] = {}
         for item in items:
             known = per_path.get(item.path)
             if known is None:
@@ -331,13 +332,10 @@ class OotestPlugin:
             v = variant_from_item(item, rel, names)
             item.stash[VARIANT] = v
             self._decided.append(item)
-            marks: dict[str, str] = {}
-            for op in dict.fromkeys(x for x in (v.op_name, v.op) if x):
-                marks[f"op__{op}"] = f"variants of op {op}"
-            for dt in v.dtypes:
-                marks[f"dtype__{dt}"] = f"variants of dtype {dt}"
-            if v.module:
-                marks[f"module__{v.module}"] = f"variants of module {v.module}"
+            axis_key = (v.op_name, v.op, v.dtypes, v.module)
+            marks = axis_marks.get(axis_key)
+            if marks is None:
+                marks = axis_marks[axis_key] = _axis_marks(v)
             if rf is not None and st is not None and caps is not None:
                 st.collected += 1
                 st.device_variants += v.device_variant
@@ -347,13 +345,15 @@ class OotestPlugin:
                     item.stash[CAPABLE] = True
                 for p in d.matched:
                     self.used_patterns.add(id(p))
-                for tag in d.tags:
-                    marks[f"tag__{tag}"] = f"config tag {tag}"
-                for label in (*suite_labels, *d.labels):  # suite, file, entry
-                    marks[f"label__{label}"] = f"config label {label}"
+                if d.tags or suite_labels or d.labels:
+                    marks = dict(marks)
+                    for tag in d.tags:
+                        marks[f"tag__{tag}"] = f"config tag {tag}"
+                    for label in (*suite_labels, *d.labels):  # suite, file, entry
+                        marks[f"label__{label}"] = f"config label {label}"
                 self._apply(item, d)
             wanted.update(marks)
-            planned.append((item, list(marks)))
+            planned.append((item, marks))
         self._marks(wanted)
         for item, mark_names in planned:
             for name in mark_names:
@@ -391,7 +391,7 @@ class OotestPlugin:
                 for p in patterns:
                     if id(p) not in self.used_patterns and id(p) not in done:
                         done.add(id(p))
-                        out.append((entry._origin, p))
+                        out.append((entry.origin, p))
         return out
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -571,6 +571,18 @@ class OotestPlugin:
             tr.write_sep("-", f"ootest: {len(stale)} config names matched no test")
             for origin, p in stale:
                 tr.write_line(f"  {origin}: {p.raw}")
+
+
+def _axis_marks(v: Variant) -> dict[str, str]:
+    """Marks (name -> description) for a variant's op, dtypes and module."""
+    marks: dict[str, str] = {}
+    for op in dict.fromkeys(x for x in (v.op_name, v.op) if x):
+        marks[f"op__{op}"] = f"variants of op {op}"
+    for dt in v.dtypes:
+        marks[f"dtype__{dt}"] = f"variants of dtype {dt}"
+    if v.module:
+        marks[f"module__{v.module}"] = f"variants of module {v.module}"
+    return marks
 
 
 def _drop(stash: pytest.Stash, key: pytest.StashKey[Any]) -> None:

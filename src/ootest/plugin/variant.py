@@ -59,14 +59,42 @@ def _param_kwargs(func: Any) -> dict[str, Any]:
     return {}
 
 
+_DTYPE_NAMES: dict[Any, str] = {}
+
+
 def _dtype_name(d: Any) -> str:
-    return str(d).removeprefix("torch.")
+    name = _DTYPE_NAMES.get(d)
+    if name is None:
+        name = _DTYPE_NAMES[d] = str(d).removeprefix("torch.")
+    return name
 
 
 def _short(v: Any) -> str:
     text = getattr(v, "__name__", None) or str(v)
     text = text.replace(",", ";").replace("]", ")").replace("[", "(")
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+_OPS: dict[int, tuple[Any, tuple[str, str]]] = {}
+
+
+def _op_names(op: Any) -> tuple[str, str]:
+    """(full name, name for config names and marks) of an OpInfo, once per OpInfo."""
+    hit = _OPS.get(id(op))
+    if hit is not None and hit[0] is op:
+        return hit[1]
+    op_name = str(getattr(op, "name", op))
+    op_full = str(getattr(op, "full_name", None) or op_name)
+    variant_name = getattr(op, "variant_test_name", "")
+    if variant_name and op_full == op_name:
+        op_full = f"{op_name}.{variant_name}"
+    # A Python reference (_refs.gcd) tests the op it refers to: config names,
+    # capability gates and op__ marks written for "gcd" apply to it too.
+    torch_op = getattr(op, "torch_opinfo_name", None)
+    if torch_op:
+        op_name = str(torch_op)
+    _OPS[id(op)] = (op, (op_full, op_name))
+    return op_full, op_name
 
 
 def variant_from_item(item: pytest.Item, rel: str, device_names: set[str]) -> Variant:
@@ -99,18 +127,7 @@ def variant_from_item(item: pytest.Item, rel: str, device_names: set[str]) -> Va
         method = max(candidates, key=len) if candidates else gen_name
 
     op = kwargs.get("op")
-    op_full = op_name = None
-    if op is not None:
-        op_name = str(getattr(op, "name", op))
-        op_full = str(getattr(op, "full_name", None) or op_name)
-        variant_name = getattr(op, "variant_test_name", "")
-        if variant_name and op_full == op_name:
-            op_full = f"{op_name}.{variant_name}"
-        # A Python reference (_refs.gcd) tests the op it refers to: config names,
-        # capability gates and op__ marks written for "gcd" apply to it too.
-        torch_op = getattr(op, "torch_opinfo_name", None)
-        if torch_op:
-            op_name = str(torch_op)
+    op_full, op_name = _op_names(op) if op is not None else (None, None)
     dtype_val = kwargs.get("dtypes", kwargs.get("dtype"))
     if isinstance(dtype_val, (list, tuple)):
         dtypes = tuple(_dtype_name(d) for d in dtype_val)
