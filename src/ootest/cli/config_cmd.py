@@ -61,7 +61,9 @@ def show(args: argparse.Namespace) -> int:
     from ootest.config.load import load_config
 
     cfg = load_config(args.file, check_paths=not args.no_paths)
-    suite = cfg.suite.model_dump(by_alias=True, exclude_none=True, exclude_defaults=False)
+    suite = cfg.suite.model_dump(
+        mode="json", by_alias=True, exclude_none=True, exclude_defaults=False
+    )
     suite.pop("extends", None)
     out: dict[str, Any] = {"test_suite_config": suite}
     out["resolved_files"] = [

@@ -149,9 +149,10 @@ def match_entry(
     best: tuple[int, int] | None = None
     chosen: TestEntry | None = None
     matched: list[NamePattern] = []
-    for idx, entry, p in rf.candidates(v):
+    for idx, p in rf.candidates(v):
         if p.matches(v):
             matched.append(p)
+            entry = rf.patterns[idx][0]
             if holds(entry.when, ctx):
                 key = (p.specificity, idx)
                 if best is None or key >= best:

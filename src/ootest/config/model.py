@@ -144,7 +144,9 @@ _MARK = re.compile(r"[\w:+\-./]+")
 class TestEntry(_Documented):
     __test__ = False  # not a pytest test class
 
-    names: list[str] = Field(
+    # Tuples, not lists: a config of 10,000 entries then leaves far fewer objects
+    # for the cyclic GC to walk (see Note [GC-light config] in config/load.py).
+    names: tuple[str, ...] = Field(
         min_length=1,
         description=(
             "Tests this entry applies to: 'Class::method', bare 'method', or 're:<regex>' "
@@ -156,10 +158,10 @@ class TestEntry(_Documented):
         description="Outcome for the matched variants (default, as in Torch Spyre's format: "
         "mandatory_success).",
     )
-    tags: list[str] = Field(
-        default_factory=list, description="Pytest marks 'tag__<tag>' on every matched variant."
+    tags: tuple[str, ...] = Field(
+        default=(), description="Pytest marks 'tag__<tag>' on every matched variant."
     )
-    labels: list[str] = Field(default_factory=list)
+    labels: tuple[str, ...] = Field(default=())
     edits: Edits | None = None
     force_xfail: bool = False
     when: When | None = None
@@ -170,7 +172,7 @@ class TestEntry(_Documented):
 
     @field_validator("tags", "labels")
     @classmethod
-    def _mark_names(cls, v: list[str]) -> list[str]:
+    def _mark_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         for name in v:
             if not _MARK.fullmatch(name):
                 raise ValueError(

@@ -99,14 +99,17 @@ class Variant:
         return f"{self.file}::{self.test_id}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NamePattern:
+    """One compiled config name (slots: one object per name for the cyclic GC
+    to walk, not two; see Note [GC-light config] in config/load.py)."""
+
     raw: str
     kind: str  # "exact" | "bare" | "regex" | "pattern"
     cls: str | None = None
     method: str | None = None
     regex: re.Pattern[str] | None = None
-    filters: tuple[tuple[str, str], ...] = field(default=())
+    filters: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def parse(cls, raw: str) -> NamePattern:
