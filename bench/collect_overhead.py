@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -148,8 +149,10 @@ def main() -> None:
             ],
         }
         best = {k: float("inf") for k in runs}
+        paired: dict[str, list[float]] = {k: [] for k in runs}
         failed: dict[str, str] = {}
         for _ in range(args.repeat):
+            round_base = None
             for label, a in runs.items():
                 if label in failed:
                     continue
@@ -158,13 +161,18 @@ def main() -> None:
                     failed[label] = out or "FAILED"
                     continue
                 best[label] = min(best[label], t)
+                round_base = round_base or t  # the baseline runs first in each round
+                paired[label].append(t / round_base)
         base = best["baseline (plain pytest)"]
-        print(f"{'run':40s} {'best s':>8s} {'ratio':>7s}")
+        # Two statistics against noise on a shared machine: best-of-N of each run,
+        # and the median of the ratios of runs made back to back in one round.
+        print(f"{'run':40s} {'best s':>8s} {'ratio':>7s} {'median paired':>14s}")
         for label, t in best.items():
             if label in failed:
-                print(f"{label:40s} {'-':>8s} {'-':>7s}  {failed[label]}")
+                print(f"{label:40s} {'-':>8s} {'-':>7s} {'-':>14s}  {failed[label]}")
             else:
-                print(f"{label:40s} {t:8.2f} {t / base:7.3f}")
+                med = statistics.median(paired[label])
+                print(f"{label:40s} {t:8.2f} {t / base:7.3f} {med:14.3f}")
 
 
 if __name__ == "__main__":
