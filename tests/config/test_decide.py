@@ -9,7 +9,7 @@ import pytest
 
 from ootest.config.decide import Context, decide
 from ootest.config.load import Config, load_config
-from ootest.config.names import Variant
+from ootest.config.names import NamePattern, Variant
 
 CFG = """\
 test_suite_config:
@@ -183,3 +183,53 @@ def test_modules(cfg: Config) -> None:
 def test_when_and_precedence(cfg: Config) -> None:
     assert d(cfg, "test_old").bucket == "unlisted"  # when: torch<2.0 does not hold
     assert d(cfg, "test_dup").mode == "mandatory_success"  # later entry wins
+
+
+def _gen(method: str, name: str, gen_name: str, dtype: str) -> Variant:
+    # What variant_from_item derives for TestFooPRIVATEUSE1::<gen_name> on emu.
+    return Variant(
+        file="t.py",
+        cls="TestFoo",
+        method=method,
+        dtypes=(dtype,),
+        params=(("n", "3"),),
+        device_variant=True,
+        name=name,
+        gen_name=gen_name,
+        cls_aliases=("TestFooPRIVATEUSE1", "TestFooEMU"),
+    )
+
+
+def test_names_copied_from_a_pytest_listing_address_that_variant() -> None:
+    v = _gen("test_pairs", "test_pairs_n_3_mul", "test_pairs_n_3_mul_emu_int64", "int64")
+    other = _gen("test_pairs", "test_pairs_n_3_mul", "test_pairs_n_3_mul_emu_float32", "float32")
+    for raw in (
+        "TestFooPRIVATEUSE1::test_pairs_n_3_mul_emu_int64",
+        "TestFooEMU::test_pairs_n_3_mul_emu_int64",  # the other import order
+        "test_pairs_n_3_mul_emu_int64",
+    ):
+        p = NamePattern.parse(raw)
+        assert p.matches(v), raw
+        assert not p.matches(other), raw
+    assert not NamePattern.parse("TestFooCUDA::test_pairs_n_3_mul_emu_int64").matches(v)
+    assert not NamePattern.parse("TestBar::test_pairs_n_3_mul_emu_int64").matches(v)
+    # The identity stays canonical: generated names are aliases, not part of it.
+    assert v.test_id == "TestFoo::test_pairs[dtype=int64,n=3]"
+    assert v == Variant(
+        file="t.py",
+        cls="TestFoo",
+        method="test_pairs",
+        dtypes=("int64",),
+        params=(("n", "3"),),
+        device_variant=True,
+        name="test_pairs_n_3_mul",
+    )
+
+
+def test_regex_and_patterns_see_parametrized_and_generated_names() -> None:
+    v = _gen("test_pairs", "test_pairs_n_3_mul", "test_pairs_n_3_mul_emu_int64", "int64")
+    assert NamePattern.parse("re:TestFoo::test_pairs_n_3_.*").matches(v)
+    assert NamePattern.parse("re:_emu_int64$").matches(v)
+    assert NamePattern.parse("TestFoo::test_pairs_n_3_.*").matches(v)  # Spyre-style pattern
+    assert NamePattern.parse("TestFooPRIVATEUSE1::test_pairs_.*_int64").matches(v)
+    assert not NamePattern.parse("re:test_pairs_n_1").matches(v)

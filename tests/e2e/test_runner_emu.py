@@ -244,3 +244,88 @@ def test_real_torch_spyre_config_on_emu(tmp_path: Path, spyre_dir: Path) -> None
         if '"kind": "result"' in x
     }
     assert names == {"test_scalar_support", "test_contig_vs_transposed"}
+
+
+PARAM_FILE = """
+import torch
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
+from torch.testing._internal.common_utils import (
+    TestCase, instantiate_parametrized_tests, parametrize, subtest)
+
+
+class TestParam(TestCase):
+    @parametrize("n", [1, 3])
+    @parametrize("fn", [subtest(torch.add, name="add"), subtest(torch.mul, name="mul")])
+    @dtypes(torch.float32, torch.int64)
+    def test_pairs(self, device, dtype, fn, n):
+        x = torch.ones(n, device=device, dtype=dtype)
+        self.assertEqual(fn(x, x).cpu(), fn(x.cpu(), x.cpu()))
+
+    @parametrize("shape", [(2, 3), (4,)], name_fn=lambda s: "x".join(map(str, s)))
+    def test_shape(self, device, shape):
+        self.assertEqual(torch.zeros(shape, device=device).shape, shape)
+
+
+class TestPlainParam(TestCase):
+    @parametrize("k", [0, 2])
+    def test_k(self, k):
+        self.assertGreaterEqual(k, 0)
+
+
+instantiate_device_type_tests(TestParam, globals())
+instantiate_parametrized_tests(TestPlainParam)
+"""
+
+PARAM_CONFIG = """
+test_suite_config:
+  device: emu
+  files:
+    - path: ./test_param.py
+      unlisted_test_mode: mandatory_success
+      tests:
+        - names: ["TestParam::test_pairs[fn=mul,n=3]"]     # variant filter on @parametrize args
+          mode: xfail
+        - names: [test_pairs_n_1_add]                      # upstream's parametrized name
+          mode: skip
+        - names: ["TestParamPRIVATEUSE1::test_shape_4_emu"] # copied from a pytest listing
+          mode: skip
+        - names: ["TestParamEMU::test_shape_2x3_emu"]       # ... in the other import order
+          mode: skip
+        - names: ["re:TestParam::test_pairs_n_3_add"]      # regex over parametrized names
+          mode: skip
+        - names: ["TestPlainParam::test_k_k_2"]            # a plain parametrized class
+          mode: skip
+        - names: ["TestParamCUDA::test_shape_4_cuda"]      # no such variant here: stale
+          mode: skip
+"""
+
+
+def test_parametrized_upstream_tests_by_every_name_form(tmp_path: Path) -> None:
+    (tmp_path / "test_param.py").write_text(PARAM_FILE)
+    (tmp_path / "cfg.yaml").write_text(PARAM_CONFIG)
+    r = ootest("run", "cfg.yaml", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    records = [
+        json.loads(x) for x in (tmp_path / ".ootest" / "results.jsonl").read_text().split("\n") if x
+    ]
+    got = {
+        rec["variant_id"].split("::", 1)[1]: rec["outcome"]
+        for rec in records
+        if rec["kind"] == "result"
+    }
+    assert got == {
+        "TestParam::test_pairs[dtype=float32,fn=add,n=1]": "skipped",
+        "TestParam::test_pairs[dtype=int64,fn=add,n=1]": "skipped",
+        "TestParam::test_pairs[dtype=float32,fn=mul,n=1]": "passed",
+        "TestParam::test_pairs[dtype=int64,fn=mul,n=1]": "passed",
+        "TestParam::test_pairs[dtype=float32,fn=add,n=3]": "skipped",
+        "TestParam::test_pairs[dtype=int64,fn=add,n=3]": "skipped",
+        "TestParam::test_pairs[dtype=float32,fn=mul,n=3]": "xpassed",
+        "TestParam::test_pairs[dtype=int64,fn=mul,n=3]": "xpassed",
+        "TestParam::test_shape[shape=(2; 3)]": "skipped",
+        "TestParam::test_shape[shape=(4;)]": "skipped",
+        "TestPlainParam::test_k[k=0]": "passed",
+        "TestPlainParam::test_k[k=2]": "skipped",
+    }
+    stale = [rec["name"] for rec in records if rec["kind"] == "stale"]
+    assert stale == ["TestParamCUDA::test_shape_4_cuda"]

@@ -18,7 +18,9 @@ Names in configs (see docs/config.md, "Test names"):
   (``test_mean_3d_dim0_keepdim``, ``test_scalar_support_add``), as Torch Spyre's
   configs use them;
 - ``Class::test_method[op=add,dtype=float32]``: single variants;
-- ``re:<regex>``: searched in ``Class::method`` and the variant ID;
+- names copied from a pytest listing (``TestFooPRIVATEUSE1::test_x_emu_float32``,
+  or ``TestFooEMU::...``): aliases of that variant;
+- ``re:<regex>``: searched in the variant ID and ``Class::name`` (all name forms);
 - anything else is a pattern in the style of Torch Spyre's configs
   (``TestOps::test_min_keepdim.*``, ``TestOps::test_(sqrt|rsqrt).*``) and must
   match one of those names in full; a pattern that is not a valid regular
@@ -56,6 +58,10 @@ class Variant:
     params: tuple[tuple[str, str], ...] = ()
     device_variant: bool = False  # instantiated for the privateuse1 device
     name: str = ""  # generated name without device/dtype suffixes, if not the method
+    # Names as pytest prints them (TestFooPRIVATEUSE1::test_x_emu_float32): aliases
+    # that config names copied from a pytest listing may use; never the identity.
+    gen_name: str = field(default="", compare=False)
+    cls_aliases: tuple[str, ...] = field(default=(), compare=False)
 
     # Derived once at construction (read for every candidate name of every variant).
     names: tuple[str, ...] = field(init=False, repr=False, compare=False)
@@ -63,9 +69,13 @@ class Variant:
     axes: dict[str, str] = field(init=False, repr=False, compare=False)
     """The variant's axes in canonical order: op, dtype (joined), module, params."""
 
+    classes: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """The template class, then the generated class names that stand for it."""
+
     def __post_init__(self) -> None:
-        names = (self.method, self.name) if self.name and self.name != self.method else None
+        names = tuple(dict.fromkeys(n for n in (self.method, self.name, self.gen_name) if n))
         object.__setattr__(self, "names", names or (self.method,))
+        object.__setattr__(self, "classes", (self.cls, *self.cls_aliases))
         axes: dict[str, str] = {}
         if self.op is not None:
             axes["op"] = self.op
@@ -179,14 +189,17 @@ class NamePattern:
         kind = self.kind
         if kind == "regex":
             assert self.regex is not None
-            return self.regex.search(f"{v.cls}::{v.method}") is not None or (
-                self.regex.search(v.test_id) is not None
+            search = self.regex.search
+            return search(v.test_id) is not None or any(
+                search(f"{c}::{n}") is not None for c in v.classes for n in v.names
             )
         if kind == "pattern":
             assert self.regex is not None
             full = self.regex.fullmatch
-            return any(full(f"{v.cls}::{n}") or full(n) for n in v.names)
-        if self.method not in v.names or (self.cls is not None and self.cls != v.cls):
+            return any(full(n) for n in v.names) or any(
+                full(f"{c}::{n}") for c in v.classes for n in v.names
+            )
+        if self.method not in v.names or (self.cls is not None and self.cls not in v.classes):
             return False
         if not self.filters:
             return True
