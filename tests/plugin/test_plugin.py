@@ -75,6 +75,18 @@ def test_stale_names_listed(suite: pytest.Pytester) -> None:
     )
 
 
+def test_many_stale_names_are_capped_unless_verbose(suite: pytest.Pytester) -> None:
+    gone = "".join(f"        - names: [TestA::test_gone_{i}]\n" for i in range(25))
+    suite.makefile(".yaml", many=CONFIG + gone)
+    r = suite.runpytest_subprocess("--ootest-config", "many.yaml")
+    r.stdout.fnmatch_lines(
+        ["*ootest: 26 config names matched no test*", "  ... and 6 more (-v lists them all)"]
+    )
+    assert "test_gone_18" in r.stdout.str() and "test_gone_19" not in r.stdout.str()
+    r = suite.runpytest_subprocess("--ootest-config", "many.yaml", "-v")
+    assert "test_gone_24" in r.stdout.str() and "more (-v" not in r.stdout.str()
+
+
 def test_config_from_env_and_ini(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OOTEST_CONFIG", "cfg.yaml")
     suite.runpytest().assert_outcomes(passed=2, failed=1, skipped=2, xfailed=1)

@@ -264,3 +264,15 @@ def test_failure_causes_group_missing_kernels_dtypes_and_signals() -> None:
     assert rows["crashed (SIGSEGV)"][0] == 1
     assert rows["AssertionError: Tensor-likes are not close!"][0] == 1
     assert sum(n for n, _ in rows.values()) == 5
+
+
+def test_summary_caps_a_long_stale_list(capsys: pytest.CaptureFixture[str]) -> None:
+    from ootest.runner.render import print_summary
+    from ootest.runner.results import RunData
+
+    recs = [{"kind": "stale", "origin": f"c.yaml:{i}", "name": f"T::test_{i}"} for i in range(23)]
+    print_summary(RunData.from_records(recs), "r.jsonl")
+    out = capsys.readouterr().out
+    assert "23 config name(s) matched no test" in out
+    assert "T::test_19" in out and "T::test_20" not in out
+    assert "... and 3 more" in out

@@ -569,8 +569,14 @@ class OotestPlugin:
         stale = self.stale_patterns()
         if stale:
             tr.write_sep("-", f"ootest: {len(stale)} config names matched no test")
-            for origin, p in stale:
+            shown = stale if self.config.option.verbose > 0 else stale[:_STALE_SHOWN]
+            for origin, p in shown:
                 tr.write_line(f"  {origin}: {p.raw}")
+            if len(shown) < len(stale):
+                tr.write_line(f"  ... and {len(stale) - len(shown)} more (-v lists them all)")
+
+
+_STALE_SHOWN = 20  # stale names listed without -v
 
 
 def _axis_marks(v: Variant) -> dict[str, str]:

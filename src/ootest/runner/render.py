@@ -159,6 +159,11 @@ def print_summary(
         console.print(f"[yellow]{len(data.stale)} config name(s) matched no test[/yellow]:")
         for rec in list(data.stale.values())[:20]:
             console.print(f"  {esc(str(rec.get('origin')))}: {esc(str(rec.get('name')))}")
+        if len(data.stale) > 20:
+            console.print(
+                f"  ... and {len(data.stale) - 20} more (all of them: the HTML report, or "
+                "the results file's 'stale' records)"
+            )
     bad = [r for r in data.records() if blocking(r)]
     for r in bad[:20]:
         o = r["outcome"]
