@@ -5,7 +5,8 @@ Builds a scaled-up upstream-style suite (one ``@ops(op_db)`` method plus
 times ``pytest --collect-only`` in one run, alternating:
 
   baseline   plain pytest, plugin disabled (-p no:ootest), emu registered by a tiny plugin
-  ootest     the plugin with a 10,000-entry config (+ marks on every variant)
+  ootest     the plugin with a 10,000-entry config (+ marks on every variant),
+             and with the device only (marks, no config: the plugin's floor)
   -k list    plain pytest with a 2,000-name skip list as -k "not a and not b ..."
              (as is: pytest 9 fails with RecursionError; and with the recursion
              limit raised by a one-line plugin, which works) and a 300-name one
@@ -140,6 +141,11 @@ def main() -> None:
             "ootest plugin, 10,000-entry config": [
                 "--ootest-config",
                 "big.yaml",
+                "--ootest-device",
+                "emu",
+                "test_scaled.py",
+            ],
+            "ootest plugin, device only (no config)": [
                 "--ootest-device",
                 "emu",
                 "test_scaled.py",

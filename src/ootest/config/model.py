@@ -150,7 +150,8 @@ class TestEntry(_Documented):
         min_length=1,
         description=(
             "Tests this entry applies to: 'Class::method', bare 'method', or 're:<regex>' "
-            "(matched against 'Class::method'); optional variant filter '[op=add,dtype=float32]'."
+            "(matched against 'Class::method'); optional variant filter '[op=add,dtype=float32]'. "
+            "Parametrized names and names copied from a pytest listing work too."
         ),
     )
     mode: Mode = Field(
