@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,7 +52,14 @@ SUITE += "\ninstantiate_device_type_tests(TestScaled, globals())\n"
 LOADER = "import ootest.device.emu as e\ne.load('young')\n"
 
 
-def _pytest(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, str | None]:
+def _cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _pytest(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, str | None]:
+    """(wall s, CPU s of the pytest process, its output or None/"FAILED: ...")."""
+    cpu0 = _cpu()
     start = time.perf_counter()
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
@@ -61,10 +69,11 @@ def _pytest(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, str
         text=True,
     )
     elapsed = time.perf_counter() - start
+    cpu = _cpu() - cpu0
     if r.returncode != 0:
         last = (r.stdout + r.stderr).strip().splitlines()[-3:]
-        return elapsed, None if not last else "FAILED: " + " | ".join(last)[-300:]
-    return elapsed, r.stdout
+        return elapsed, cpu, None if not last else "FAILED: " + " | ".join(last)[-300:]
+    return elapsed, cpu, r.stdout
 
 
 def main() -> None:
@@ -84,7 +93,7 @@ def main() -> None:
             "PYTORCH_TESTING_DEVICE_ONLY_FOR": "privateuse1",
         }
         base_args = ["-p", "no:ootest", "-p", "bench_emu_loader", "test_scaled.py"]
-        _, listing = _pytest(base_args, tmp, env)  # warm-up, and the variant names
+        _, _, listing = _pytest(base_args, tmp, env)  # warm-up, and the variant names
         assert listing is not None and not listing.startswith("FAILED"), listing
         names = [ln.split("::")[-1] for ln in listing.splitlines() if "::" in ln]
         print(f"suite: {len(names)} emu variants")
@@ -160,6 +169,7 @@ def main() -> None:
             ],
         }
         best = {k: float("inf") for k in runs}
+        best_cpu = {k: float("inf") for k in runs}
         paired: dict[str, list[float]] = {k: [] for k in runs}
         failed: dict[str, str] = {}
         for _ in range(args.repeat):
@@ -167,23 +177,30 @@ def main() -> None:
             for label, a in runs.items():
                 if label in failed:
                     continue
-                t, out = _pytest(a, tmp, env)
+                t, cpu, out = _pytest(a, tmp, env)
                 if out is None or out.startswith("FAILED"):
                     failed[label] = out or "FAILED"
                     continue
                 best[label] = min(best[label], t)
+                best_cpu[label] = min(best_cpu[label], cpu)
                 round_base = round_base or t  # the baseline runs first in each round
                 paired[label].append(t / round_base)
         base = best["baseline (plain pytest)"]
-        # Two statistics against noise on a shared machine: best-of-N of each run,
-        # and the median of the ratios of runs made back to back in one round.
-        print(f"{'run':40s} {'best s':>8s} {'ratio':>7s} {'median paired':>14s}")
+        base_cpu = best_cpu["baseline (plain pytest)"]
+        # Three statistics against noise on a shared machine: best-of-N wall time,
+        # the median of the wall ratios of runs made back to back in one round, and
+        # best-of-N CPU time of the pytest process (least disturbed by neighbours).
+        head = ("best s", "ratio", "paired", "CPU s", "ratio")
+        print(f"{'run':40s} " + " ".join(f"{h:>7s}" for h in head))
         for label, t in best.items():
             if label in failed:
-                print(f"{label:40s} {'-':>8s} {'-':>7s} {'-':>14s}  {failed[label]}")
+                print(f"{label:40s} {'-':>7s}  {failed[label]}")
             else:
                 med = statistics.median(paired[label])
-                print(f"{label:40s} {t:8.2f} {t / base:7.3f} {med:14.3f}")
+                c = best_cpu[label]
+                print(
+                    f"{label:40s} {t:7.2f} {t / base:7.3f} {med:7.3f} {c:7.2f} {c / base_cpu:7.3f}"
+                )
 
 
 if __name__ == "__main__":

@@ -420,3 +420,29 @@ def test_cli_show_resolves(tmp_path: Path) -> None:
     r = ootest("config", "show", str(p))
     assert r.returncode == 0, r.stderr
     assert str(tmp_path / "t.py") in r.stdout
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: &x {names: [t1, t2], mode: skip}\nb: *x\nc: [*x, *x]\n",
+        "e: !!str 123\nf: [1, 2.5, true, null, 2020-01-01, ~, 'q', 0x1F, yes]\n1: int key\n",
+        "a: &x {names: [t1]}\nd: {<<: *x, mode: xfail}\n",  # merge key: PyYAML's path
+        "deep: [[[{k: [v]}]]]\n",
+    ],
+)
+def test_fast_yaml_build_equals_pyyaml(text: str) -> None:
+    import yaml
+
+    from ootest.config import load as L
+
+    loader = L._Loader(text)
+    try:
+        node = loader.get_single_node()
+        try:
+            data, _ = L._construct(loader, node)
+        except L._Unusual:
+            data = loader.construct_document(node)
+    finally:
+        loader.dispose()
+    assert data == yaml.safe_load(text)
