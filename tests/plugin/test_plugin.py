@@ -177,3 +177,17 @@ test_suite_config:
     r = pytester.runpytest_subprocess(*base, "-m", "tag__ops__inductor-pointwise", "-v")
     r.assert_outcomes(passed=1)
     r.stdout.fnmatch_lines(["*test_a PASSED*"])
+
+
+def test_without_a_config_neither_pydantic_nor_yaml_is_imported(pytester: pytest.Pytester) -> None:
+    # Startup cost of the plugin when no config is used (device or results only).
+    pytester.makepyfile(test_a="def test_a():\n    pass\n")
+    pytester.makeconftest(
+        "import sys\n"
+        "def pytest_sessionfinish(session):\n"
+        "    print('LOADED', 'pydantic' in sys.modules, 'yaml' in sys.modules)\n"
+    )
+    r = pytester.runpytest_subprocess("--ootest-results", "r.jsonl", "-s")
+    r.stdout.fnmatch_lines(["*LOADED False False*"])
+    r = pytester.runpytest_subprocess("-s", "-p", "no:ootest")
+    r.stdout.fnmatch_lines(["*LOADED False False*"])  # nothing else in this venv loads them

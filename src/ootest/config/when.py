@@ -5,8 +5,10 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from importlib import metadata
+from typing import TYPE_CHECKING
 
-from ootest.config.model import When
+if TYPE_CHECKING:  # no pydantic import for a run without a config
+    from ootest.config.model import When
 
 
 @dataclass(frozen=True)

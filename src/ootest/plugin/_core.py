@@ -13,13 +13,12 @@ from collections import Counter
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ootest.config.decide import Context, Decision, clear_caches, decide, declared
-from ootest.config.load import Config, ResolvedFile, load_config
 from ootest.config.names import NamePattern, Variant
+from ootest.config.when import Context
 from ootest.errors import DeviceError
 from ootest.plugin.inject import Injector
 from ootest.plugin.inject import install as install_injection
@@ -29,7 +28,11 @@ from ootest.runner.results import Appender, RunData, read_records
 from ootest.runner.shard import ShardSpec, assign, durations_from
 from ootest.runner.supervise import die_with_parent
 
-DECISION = pytest.StashKey[Decision]()
+if TYPE_CHECKING:  # pydantic and PyYAML load only when there is a config
+    from ootest.config.decide import Decision
+    from ootest.config.load import Config, ResolvedFile
+
+DECISION: pytest.StashKey[Decision] = pytest.StashKey()
 VARIANT = pytest.StashKey[Variant]()
 CAPABLE = pytest.StashKey[bool]()
 
@@ -131,7 +134,11 @@ class OotestPlugin:
         cls, config: pytest.Config, cfg_path: str | None, device: str | None
     ) -> OotestPlugin:
         die_with_parent()
-        cfg = _no_gc(load_config, cfg_path) if cfg_path else None
+        cfg = None
+        if cfg_path:
+            from ootest.config.load import load_config
+
+            cfg = _no_gc(load_config, cfg_path)
         device = device or (cfg.suite.device if cfg else None)
         spec = DeviceSpec.parse(device) if device else None
         if spec is not None:
@@ -212,9 +219,12 @@ class OotestPlugin:
             _drop(item.stash, DECISION)
             _drop(item.stash, CAPABLE)
         self._decided = []
+        if self.cfg is not None:
+            from ootest.config.decide import clear_caches
+
+            clear_caches()
         self.cfg = None
         self._files.clear()
-        clear_caches()
         if self._out is not None:
             self._out.close()
         if self._fault_fh is not None:
@@ -310,6 +320,9 @@ class OotestPlugin:
             gc.unfreeze()
 
     def _decide_all(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if self.cfg is not None:  # (pydantic is imported only when there is a config)
+            from ootest.config.decide import decide, declared
+
         rootdir = str(config.rootpath)
         names = {self.device.name} if self.device else set()
         planned: list[tuple[pytest.Item, dict[str, str]]] = []

@@ -26,10 +26,12 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ootest.config.decide import Context, holds
-from ootest.config.load import Config
+from ootest.config.when import Context, holds
+
+if TYPE_CHECKING:
+    from ootest.config.load import Config
 
 
 def _norm_module(name: str) -> str:
