@@ -29,6 +29,7 @@ from ootest.config.model import (
 )
 from ootest.config.names import NamePattern, Variant
 from ootest.config.when import Context, holds
+from ootest.memo import IdentityMemo
 
 __all__ = ["Context", "Decision", "clear_caches", "decide", "declared", "holds", "match_entry"]
 
@@ -96,50 +97,43 @@ class _EntryLookup:
     exclude: _Lookup
 
 
-_CAPS: dict[int, tuple[GlobalCaps, _Lookup]] = {}
-_EDITS: dict[int, tuple[TestEntry, _EntryLookup]] = {}
-
-
 def clear_caches() -> None:
     """Drop the indexes built for decided configs (the plugin calls it at the end)."""
-    _CAPS.clear()
-    _EDITS.clear()
-    _OP_DTYPES.clear()
+    for memo in (_caps, _entry_edits, _op_dtypes):
+        memo.clear()
 
 
+@IdentityMemo
 def _caps(caps: GlobalCaps) -> _Lookup:
-    hit = _CAPS.get(id(caps))
-    if hit is None or hit[0] is not caps:
-        look = _Lookup(
-            _by_name(caps.supported_ops),
-            _by_name(caps.supported_dtypes),
-            _by_name(caps.supported_modules, "torch."),
-        )
-        hit = _CAPS[id(caps)] = (caps, look)
-    return hit[1]
+    return _Lookup(
+        _by_name(caps.supported_ops),
+        _by_name(caps.supported_dtypes),
+        _by_name(caps.supported_modules, "torch."),
+    )
 
 
-def _edits(entry: TestEntry | None) -> _EntryLookup | None:
-    if entry is None or entry.edits is None:
+@IdentityMemo
+def _entry_edits(entry: TestEntry) -> _EntryLookup | None:
+    if entry.edits is None:
         return None
-    hit = _EDITS.get(id(entry))
-    if hit is None or hit[0] is not entry:
-        e = entry.edits
-        ops, dts, mods = e.ops, e.dtypes, e.modules
-        look = _EntryLookup(
-            _Lookup(
-                _by_name(ops.include if ops else None),
-                _by_name(dts.include if dts else None),
-                _by_name(mods.include if mods else None, "torch."),
-            ),
-            _Lookup(
-                _by_name(ops.exclude if ops else None),
-                _by_name(dts.exclude if dts else None),
-                _by_name(mods.exclude if mods else None, "torch."),
-            ),
-        )
-        hit = _EDITS[id(entry)] = (entry, look)
-    return hit[1]
+    ops, dts, mods = entry.edits.ops, entry.edits.dtypes, entry.edits.modules
+    return _EntryLookup(
+        _Lookup(
+            _by_name(ops.include if ops else None),
+            _by_name(dts.include if dts else None),
+            _by_name(mods.include if mods else None, "torch."),
+        ),
+        _Lookup(
+            _by_name(ops.exclude if ops else None),
+            _by_name(dts.exclude if dts else None),
+            _by_name(mods.exclude if mods else None, "torch."),
+        ),
+    )
+
+
+@IdentityMemo
+def _op_dtypes(ref: OpRef) -> _Lookup:
+    return _Lookup(None, _by_name(ref.dtypes), None)
 
 
 def match_entry(
@@ -180,7 +174,7 @@ def decide(rf: ResolvedFile, caps: GlobalCaps, v: Variant, ctx: Context) -> Deci
     if mode == "skip":
         return out(mode, reason, bucket)
 
-    edits = _edits(entry)
+    edits = _entry_edits(entry) if entry is not None else None
     cl = _caps(caps)
     forced: list[str] = []
     if entry is not None and entry.force_xfail:
@@ -264,13 +258,3 @@ def declared(caps: GlobalCaps, v: Variant) -> bool:
         if allowed.dtypes is None or allowed.dtype(dt) is None:
             return False
     return not (v.module is not None and v.module not in (cl.modules or {}))
-
-
-_OP_DTYPES: dict[int, tuple[OpRef, _Lookup]] = {}
-
-
-def _op_dtypes(ref: OpRef) -> _Lookup:
-    hit = _OP_DTYPES.get(id(ref))
-    if hit is None or hit[0] is not ref:
-        hit = _OP_DTYPES[id(ref)] = (ref, _Lookup(None, _by_name(ref.dtypes), None))
-    return hit[1]

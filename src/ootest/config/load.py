@@ -47,14 +47,12 @@ Loc = tuple[int | str, ...]
 # A config is loaded before torch is imported and stays alive while the test
 # modules are: every full pass of the cyclic GC (a dozen while torch and op_db
 # load) walks it again. So the structures kept per entry hold few container
-# objects: names, tags and labels are tuples, NamePattern has slots, the name
-# index refers to entries by position, and the YAML node tree is dropped after
-# loading. 10,000 entries: 90k tracked objects before, 67k now.
+# objects: names, tags and labels are tuples (a tuple of strings is untracked
+# after one pass), NamePattern has slots (one object, not two), and the YAML
+# node tree is dropped after loading. 10,000 entries: 90k tracked objects
+# before, 67k now.
 
-
-# (entry index, name): no reference to the entry, so the GC can leave these
-# tuples untracked (see Note [GC-light config]).
-Candidate = tuple[int, NamePattern]
+Candidate = tuple[int, NamePattern]  # (index of the entry in ResolvedFile.patterns, name)
 
 
 @dataclass
@@ -69,7 +67,7 @@ class ResolvedFile:
     _filtered: set[str] = field(default_factory=set)  # methods that have filtered names
 
     def candidates(self, v: Variant) -> list[Candidate]:
-        """Patterns that may match ``v`` as (entry index, entry, pattern).
+        """Names that may match ``v``, as (entry index, name).
 
         Names are indexed by method, and names with a variant filter also by their
         first filter, so a 10,000-entry config costs a few dict lookups per

@@ -324,7 +324,7 @@ class OotestPlugin:
             from ootest.config.decide import decide, declared
 
         rootdir = str(config.rootpath)
-        names = {self.device.name} if self.device else set()
+        names = frozenset({self.device.name} if self.device else ())
         planned: list[tuple[pytest.Item, dict[str, str]]] = []
         wanted: dict[str, str] = {}
         per_path: dict[Path, tuple[str, ResolvedFile | None, FileStats | None]] = {}

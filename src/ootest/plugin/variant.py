@@ -9,11 +9,13 @@ to every instantiated test. Nothing here imports torch.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
 
 from ootest.config.names import Variant
+from ootest.memo import IdentityMemo
 
 _AXIS_KEYS = {"device", "devices", "op", "dtype", "dtypes", "module_info"}
 
@@ -24,18 +26,9 @@ def _is_device_base(cls: type) -> bool:
     )
 
 
-_TEMPLATES: dict[type, tuple[type, str | None]] = {}
-
-
+@functools.cache
 def template_class(cls: type) -> tuple[type, str | None]:
     """(template class, device type) of a possibly generated device test class."""
-    found = _TEMPLATES.get(cls)
-    if found is None:
-        found = _TEMPLATES[cls] = _template_class(cls)
-    return found
-
-
-def _template_class(cls: type) -> tuple[type, str | None]:
     bases = cls.__bases__
     device_bases = [b for b in bases if _is_device_base(b)]
     others = [b for b in bases if not _is_device_base(b)]
@@ -59,14 +52,9 @@ def _param_kwargs(func: Any) -> dict[str, Any]:
     return {}
 
 
-_DTYPE_NAMES: dict[Any, str] = {}
-
-
+@functools.cache
 def _dtype_name(d: Any) -> str:
-    name = _DTYPE_NAMES.get(d)
-    if name is None:
-        name = _DTYPE_NAMES[d] = str(d).removeprefix("torch.")
-    return name
+    return str(d).removeprefix("torch.")
 
 
 def _short(v: Any) -> str:
@@ -75,14 +63,9 @@ def _short(v: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-_OPS: dict[int, tuple[Any, tuple[str, str]]] = {}
-
-
+@IdentityMemo  # OpInfos are not hashable
 def _op_names(op: Any) -> tuple[str, str]:
     """(full name, name for config names and marks) of an OpInfo, once per OpInfo."""
-    hit = _OPS.get(id(op))
-    if hit is not None and hit[0] is op:
-        return hit[1]
     op_name = str(getattr(op, "name", op))
     op_full = str(getattr(op, "full_name", None) or op_name)
     variant_name = getattr(op, "variant_test_name", "")
@@ -93,11 +76,10 @@ def _op_names(op: Any) -> tuple[str, str]:
     torch_op = getattr(op, "torch_opinfo_name", None)
     if torch_op:
         op_name = str(torch_op)
-    _OPS[id(op)] = (op, (op_full, op_name))
     return op_full, op_name
 
 
-def variant_from_item(item: pytest.Item, rel: str, device_names: set[str]) -> Variant:
+def variant_from_item(item: pytest.Item, rel: str, device_names: frozenset[str]) -> Variant:
     """The canonical variant of a collected item; ``rel`` is its file as reported."""
     cls = getattr(item, "cls", None)
     obj = getattr(item, "obj", None)
@@ -160,11 +142,9 @@ def variant_from_item(item: pytest.Item, rel: str, device_names: set[str]) -> Va
     )
 
 
-_ALIASES: dict[tuple[type, str], tuple[str, ...]] = {}
-
-
+@functools.cache
 def _class_aliases(
-    cls: type, template: type, device_type: str | None, device_names: set[str]
+    cls: type, template: type, device_type: str | None, device_names: frozenset[str]
 ) -> tuple[str, ...]:
     """Generated class names a config name copied from pytest's output may use:
     the class as collected, and both names upstream gives a privateuse1 class
@@ -172,19 +152,15 @@ def _class_aliases(
     a name keeps working whichever import order produced the listing."""
     if device_type is None:
         return ()
-    key = (cls, device_type)
-    hit = _ALIASES.get(key)
-    if hit is None:
-        t = template.__name__
-        names = [cls.__name__, f"{t}{device_type.upper()}"]
-        if device_type == "privateuse1" or device_type in device_names:
-            names += [f"{t}PRIVATEUSE1", *(f"{t}{d.upper()}" for d in sorted(device_names))]
-        hit = _ALIASES[key] = tuple(dict.fromkeys(n for n in names if n != t))
-    return hit
+    t = template.__name__
+    names = [cls.__name__, f"{t}{device_type.upper()}"]
+    if device_type == "privateuse1" or device_type in device_names:
+        names += [f"{t}PRIVATEUSE1", *(f"{t}{d.upper()}" for d in sorted(device_names))]
+    return tuple(dict.fromkeys(n for n in names if n != t))
 
 
 def _parametrized_name(
-    gen_name: str, device_type: str | None, device_names: set[str], dtypes: tuple[str, ...]
+    gen_name: str, device_type: str | None, device_names: frozenset[str], dtypes: tuple[str, ...]
 ) -> str:
     """``test_x_add`` from ``test_x_add_emu_float32``: upstream's generated name
     (``{method}{_param suffix}{_device}{_dtypes}``) without the device and dtype."""
