@@ -7,6 +7,11 @@ from pathlib import Path
 
 import pytest
 
+# pytester's in-process runs drop the modules a run imported; PyYAML's C
+# extension cannot be imported twice into one process (its node classes stay
+# those of the first import), so it is imported once here, before any run.
+import yaml  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 SPYRE = SHARED / "compat" / "torch-spyre"

@@ -151,3 +151,29 @@ def test_device_restrictions_bypass(tmp_path: Path) -> None:
     )
     assert "PASSED" in bypass.stdout and "TestCudaOnlyKernels" in bypass.stdout, bypass.stdout
     assert "Only runs on cuda" not in bypass.stdout
+
+
+def test_cached_plan_decides_exactly_what_the_config_decides(tmp_path: Path) -> None:
+    """The example suite on emu: a run without the plan cache, one that fills it, and
+    one that reads every record from it report the same outcome for every variant."""
+    for name in ("emu_young.yaml", "capabilities.yaml"):
+        text = (ROOT / "examples" / name).read_text()
+        (tmp_path / name).write_text(text.replace("path: suite/", f"path: {ROOT}/examples/suite/"))
+    keep = ("outcome", "mode", "bucket", "reason", "issue", "origin", "op", "dtype", "capable")
+    seen = []
+    for i, extra in enumerate((["--ootest-no-cache"], [], [])):
+        res = tmp_path / f"r{i}.jsonl"
+        cfg = str(tmp_path / "emu_young.yaml")
+        pytest_args = ["-p", "no:cacheprovider", "-v", "examples/suite", "--ootest-config", cfg]
+        r = run(
+            [sys.executable, "-m", "pytest", *pytest_args, "--ootest-results", str(res), *extra]
+        )
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+        plan = next(x for x in r.stdout.splitlines() if x.startswith("ootest: plan "))
+        by = {k: {f: v.get(f) for f in keep} for k, v in _records(res).items()}
+        seen.append((plan, by))
+    assert "0 variants from the cache, 59 derived" in seen[0][0] and "not cached" in seen[0][0]
+    assert "0 variants from the cache, 59 derived" in seen[1][0]
+    assert "59 variants from the cache, 0 derived" in seen[2][0]
+    assert len(seen[0][1]) == 59
+    assert seen[0][1] == seen[1][1] == seen[2][1]

@@ -9,11 +9,7 @@ problems of a file are collected before raising, so one run of
 from __future__ import annotations
 
 import difflib
-import glob
-import importlib.util
 import os
-import re
-import subprocess
 import types
 import typing
 from dataclasses import dataclass, field
@@ -23,6 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from ootest.config import paths
 from ootest.config.model import (
     MODES,
     Document,
@@ -37,9 +34,6 @@ from ootest.errors import ConfigError, Problem
 
 # libyaml's C loader when available: a 10,000-entry config loads in well under a second.
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-_VAR = re.compile(r"\$\{([^}]*)\}")
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 Loc = tuple[int | str, ...]
 
@@ -105,6 +99,10 @@ class Config:
     files: list[ResolvedFile] = field(default_factory=list)
     relay: dict[str, Any] | None = None
     warnings: list[Problem] = field(default_factory=list)
+    sources: list[Path] = field(default_factory=list)
+    """Every config file read (this one and what it extends)."""
+    resolved: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    """(``files[].path`` as written, the files it named): what the plan cache re-checks."""
 
     def file_for(self, path: Path) -> ResolvedFile | None:
         key = _norm(path)
@@ -114,8 +112,7 @@ class Config:
         return None
 
 
-def _norm(p: Path) -> str:
-    return os.path.normcase(os.path.realpath(p))
+_norm = paths.norm
 
 
 # ----------------------------------------------------------------- positions
@@ -414,51 +411,6 @@ def _attach_origins(path: Path, node: Any, doc: Document) -> None:
             ref._origin = f"{path}:{rnode.start_mark.line + 1}"
 
 
-# ----------------------------------------------------------------- variables
-def _auto_vars(config_path: Path) -> dict[str, str]:
-    """Values for ${TORCH_ROOT} and ${TORCH_DEVICE_ROOT} when the environment has none."""
-    found: dict[str, str] = {}
-    spec = importlib.util.find_spec("torch")  # finds torch without importing it
-    if spec is not None and spec.origin:
-        root = Path(spec.origin).resolve().parent.parent
-        if (root / "test").is_dir():  # a source checkout (develop install)
-            found["TORCH_ROOT"] = str(root)
-    try:
-        top = subprocess.run(
-            ["git", "-C", str(config_path.parent), "rev-parse", "--show-toplevel"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-        if top.returncode == 0 and top.stdout.strip():
-            found["TORCH_DEVICE_ROOT"] = top.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    found.setdefault("TORCH_DEVICE_ROOT", str(config_path.parent.resolve()))
-    return found
-
-
-_HOW = {
-    "TORCH_ROOT": "export TORCH_ROOT=/path/to/pytorch (a checkout whose test/ folder holds "
-    "the upstream tests; PYTORCH_ROOT works too)",
-    "TORCH_DEVICE_ROOT": "export TORCH_DEVICE_ROOT=/path/to/your/backend/repo",
-}
-
-
-def expand(value: str, env: dict[str, str]) -> tuple[str, list[str]]:
-    """Expand ``${VAR}``; returns the text and the names that were undefined or invalid."""
-    missing: list[str] = []
-
-    def sub(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if not _IDENT.match(name) or name not in env:
-            missing.append(name)
-            return m.group(0)
-        return env[name]
-
-    return _VAR.sub(sub, value), missing
-
-
 # --------------------------------------------------------------- composition
 def _merge_named(base: list[Any] | None, child: list[Any] | None) -> list[Any] | None:
     if base is None:
@@ -490,7 +442,10 @@ def _compose(base: TestSuiteConfig, child: TestSuiteConfig) -> TestSuiteConfig:
     )
 
 
-def _load_doc(path: Path, stack: tuple[str, ...]) -> tuple[TestSuiteConfig, Document, Any]:
+def _load_doc(
+    path: Path, stack: tuple[str, ...], sources: list[Path]
+) -> tuple[TestSuiteConfig, Document, Any]:
+    sources.append(path)
     data, node = _read_yaml(path)
     doc = _validate(path, data, node)
     suite = doc.test_suite_config
@@ -528,7 +483,7 @@ def _load_doc(path: Path, stack: tuple[str, ...]) -> tuple[TestSuiteConfig, Docu
                     )
                 ]
             )
-        base, _, _ = _load_doc(target, (*stack, _norm(target)))
+        base, _, _ = _load_doc(target, (*stack, _norm(target)), sources)
         composed = base if composed is None else _compose(composed, base)
     if composed is not None:
         suite = _compose(composed, suite)
@@ -547,14 +502,10 @@ def load_config(
     Raises :class:`ConfigError` listing every problem found.
     """
     src = Path(path)
-    suite, doc, _ = _load_doc(src, (_norm(src),))
-    environ = dict(os.environ if env is None else env)
-    # Torch Spyre's runner reads ${TORCH_ROOT} from PYTORCH_ROOT.
-    if environ.get("PYTORCH_ROOT") and not environ.get("TORCH_ROOT"):
-        environ["TORCH_ROOT"] = environ["PYTORCH_ROOT"]
-    for var, value in _auto_vars(src).items():
-        environ.setdefault(var, value)
-    cfg = Config(source=src, suite=suite, relay=doc.relay)
+    sources: list[Path] = []
+    suite, doc, _ = _load_doc(src, (_norm(src),), sources)
+    environ = paths.environment(src, [f.path for f in suite.files], env)
+    cfg = Config(source=src, suite=suite, relay=doc.relay, sources=sources)
     problems: list[Problem] = []
     if suite.global_.devices is not None:
         cfg.warnings.append(
@@ -609,45 +560,31 @@ def load_config(
                 Problem(fname, int(fline), 0, f"files[{i}]", "left out: its 'when:' does not hold")
             )
             continue
-        text, missing = expand(f.path, environ)
+        text, missing = paths.expand(f.path, environ)
         for name in missing if check_paths else ():
-            how = _HOW.get(name, f"export {name}=... or remove it from the path")
-            if not _IDENT.match(name):
+            how = paths.HOW.get(name, f"export {name}=... or remove it from the path")
+            if not paths.IDENT.match(name):
                 msg = f"expected a variable name in ${{...}}; found {name!r}"
             else:
                 msg = f"undefined variable ${{{name}}} in path {f.path!r}; {how}"
             problems.append(Problem(fname, int(fline), 0, f"files[{i}].path", msg))
         if missing:
             continue
-        if any(c in text for c in "*?["):
-            hits = sorted(glob.glob(text, recursive=True))
-            if not hits and check_paths:
-                problems.append(
-                    Problem(
-                        fname,
-                        int(fline),
-                        0,
-                        f"files[{i}].path",
-                        f"expected the glob {text!r} to match test files; it matches none",
-                    )
+        hits = paths.matches(text)
+        if not hits and check_paths:
+            if paths.is_glob(text):
+                msg = f"expected the glob {text!r} to match test files; it matches none"
+            else:
+                msg = f"expected an existing test file; found nothing at {text}" + (
+                    " (check ${TORCH_ROOT})" if "TORCH_ROOT" in f.path else ""
                 )
-            for h in hits:
-                cfg.files.append(ResolvedFile(Path(h), f, patterns))
+            problems.append(Problem(fname, int(fline), 0, f"files[{i}].path", msg))
             continue
-        p = Path(text)
-        if check_paths and not p.is_file():
-            problems.append(
-                Problem(
-                    fname,
-                    int(fline),
-                    0,
-                    f"files[{i}].path",
-                    f"expected an existing test file; found nothing at {text}"
-                    + (" (check ${TORCH_ROOT})" if "TORCH_ROOT" in f.path else ""),
-                )
-            )
-            continue
-        cfg.files.append(ResolvedFile(p, f, patterns))
+        if not hits and not paths.is_glob(text):
+            hits = [text]  # not checked: kept as written
+        cfg.resolved.append((f.path, tuple(hits)))
+        for h in hits:
+            cfg.files.append(ResolvedFile(Path(h), f, patterns))
     if problems:
         raise ConfigError(problems)
     return cfg

@@ -69,6 +69,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="results file(s) of earlier runs whose durations balance the shards",
     )
+    group.addoption(
+        "--ootest-no-cache",
+        dest="ootest_no_cache",
+        action="store_true",
+        help="load and decide the config afresh instead of using the compiled plan cached "
+        "in $OOTEST_CACHE_DIR/plans (also: env OOTEST_NO_CACHE=1)",
+    )
     parser.addini("ootest_config", "test_suite_config YAML to apply", default="")
     parser.addini("ootest_device", "device backend: 'emu[:profile]' or 'module:name'", default="")
 

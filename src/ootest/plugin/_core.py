@@ -10,31 +10,42 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ootest.config.names import NamePattern, Variant
+from ootest.config.names import Variant
+from ootest.config.paths import norm
 from ootest.config.when import Context
 from ootest.errors import DeviceError
 from ootest.plugin.inject import Injector
 from ootest.plugin.inject import install as install_injection
+from ootest.plugin.plan import (
+    Facts,
+    FileRule,
+    Outcome,
+    Plan,
+    PlanCache,
+    Record,
+    mark_text,
+    plan_cache_disabled,
+    record_from_data,
+    unique,
+)
 from ootest.plugin.variant import variant_from_item
 from ootest.runner import crash
 from ootest.runner.results import Appender, RunData, read_records
 from ootest.runner.shard import ShardSpec, assign, durations_from
 from ootest.runner.supervise import die_with_parent
 
-if TYPE_CHECKING:  # pydantic and PyYAML load only when there is a config
-    from ootest.config.decide import Decision
+if TYPE_CHECKING:  # pydantic and PyYAML load only when a config must be read
     from ootest.config.load import Config, ResolvedFile
 
-DECISION: pytest.StashKey[Decision] = pytest.StashKey()
-VARIANT = pytest.StashKey[Variant]()
-CAPABLE = pytest.StashKey[bool]()
+OUTCOME = pytest.StashKey[Outcome]()
+FACTS = pytest.StashKey[Facts]()
 
 _ONLY_FOR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
 _FOR_CUSTOM = "PYTORCH_TESTING_DEVICE_FOR_CUSTOM"
@@ -110,15 +121,21 @@ class FileStats:
 @dataclass(eq=False)  # pluggy needs plugins hashable by identity
 class OotestPlugin:
     config: pytest.Config
-    cfg: Config | None
+    cfg_path: str | None
+    cfg: Config | None  # loaded only when something must be decided (see plan.py)
+    plan: Plan | None
+    cache: PlanCache | None
     device: DeviceSpec | None
     ctx: Context = field(default_factory=Context.current)
     results_path: Path | None = None
     stats: dict[str, FileStats] = field(default_factory=dict)
-    used_patterns: set[int] = field(default_factory=set)
-    seen_files: set[str] = field(default_factory=set)
+    used_patterns: set[int] = field(default_factory=set)  # Plan pattern ids
+    seen_files: set[str] = field(default_factory=set)  # normalized paths
     registered_marks: dict[str, pytest.MarkDecorator] = field(default_factory=dict)
-    _files: dict[Path, ResolvedFile | None] = field(default_factory=dict)
+    _resolved: dict[str, ResolvedFile | None] = field(default_factory=dict)
+    _axis_marks: dict[tuple[Any, ...], tuple[str, ...]] = field(default_factory=dict)
+    reused: int = 0  # variants whose record came from the plan cache
+    computed: int = 0  # variants derived and decided in this run
     outcomes: Counter[str] = field(default_factory=Counter)
     timeout: float | None = None
     state_dir: Path | None = None
@@ -134,12 +151,21 @@ class OotestPlugin:
         cls, config: pytest.Config, cfg_path: str | None, device: str | None
     ) -> OotestPlugin:
         die_with_parent()
-        cfg = None
+        ns = config.known_args_namespace
+        ctx = Context.current()
+        cfg = plan = cache = None
         if cfg_path:
-            from ootest.config.load import load_config
-
-            cfg = _no_gc(load_config, cfg_path)
-        device = device or (cfg.suite.device if cfg else None)
+            if not plan_cache_disabled(bool(getattr(ns, "ootest_no_cache", False))):
+                cache = PlanCache.open(cfg_path, str(config.rootpath), device)
+                plan = cache.load(ctx)
+            if plan is None or plan.inject:
+                cfg = _load(cfg_path)
+            if plan is None:
+                assert cfg is not None
+                plan = Plan.compile(cfg, ctx, Injector.needed(cfg))
+                if cache is not None:
+                    cache.start(plan)
+        device = device or (plan.device if plan else None)
         spec = DeviceSpec.parse(device) if device else None
         if spec is not None:
             # Device-generic tests instantiate for the device only (upstream's own switch),
@@ -151,20 +177,23 @@ class OotestPlugin:
             quiet = capman.global_and_fixture_disabled() if capman else contextlib.nullcontext()
             with quiet:
                 activate_device(spec)
-            if cfg is not None and Injector.needed(cfg):
-                install_injection(Injector(cfg, spec.name, Context.current()))
-        ns = config.known_args_namespace
+            if cfg is not None and plan is not None and plan.inject:
+                install_injection(Injector(cfg, spec.name, ctx))
         results = getattr(ns, "ootest_results", None)
         timeout = getattr(ns, "ootest_timeout", None)
-        if timeout is None and cfg is not None:
-            timeout = cfg.suite.timeout
+        if timeout is None and plan is not None:
+            timeout = plan.timeout
         state = getattr(ns, "ootest_state", None)
         if state is None and results:
             state = str(Path(results).with_suffix(".state"))
         plugin = cls(
             config=config,
+            cfg_path=cfg_path,
             cfg=cfg,
+            plan=plan,
+            cache=cache,
             device=spec,
+            ctx=ctx,
             results_path=Path(results) if results else None,
             timeout=float(timeout) if timeout else None,
             state_dir=Path(state) if state else None,
@@ -215,16 +244,15 @@ class OotestPlugin:
         # pytest's closing gc.collect() and the interpreter's final one then
         # do not walk tens of thousands of ootest objects.
         for item in self._decided:
-            _drop(item.stash, VARIANT)
-            _drop(item.stash, DECISION)
-            _drop(item.stash, CAPABLE)
+            _drop(item.stash, FACTS)
+            _drop(item.stash, OUTCOME)
         self._decided = []
         if self.cfg is not None:
             from ootest.config.decide import clear_caches
 
             clear_caches()
-        self.cfg = None
-        self._files.clear()
+        self.cfg = self.plan = self.cache = None
+        self._resolved.clear()
         if self._out is not None:
             self._out.close()
         if self._fault_fh is not None:
@@ -245,10 +273,27 @@ class OotestPlugin:
             crash.write_inflight(self._inflight, data)
 
     # -------------------------------------------------------------- collection
-    def _file(self, path: Path) -> ResolvedFile | None:
-        if path not in self._files:
-            self._files[path] = self.cfg.file_for(path) if self.cfg is not None else None
-        return self._files[path]
+    def _rule(self, path: Path) -> FileRule | None:
+        return self.plan.files.get(norm(path)) if self.plan is not None else None
+
+    def _config(self) -> Config:
+        """The loaded config (read on first need when the plan came from the cache)."""
+        if self.cfg is None:
+            assert self.cfg_path is not None
+            self.cfg = _load(self.cfg_path)
+            fresh = Plan.compile(self.cfg, self.ctx, self.plan.inject if self.plan else False)
+            if self.plan is not None and fresh.patterns == self.plan.patterns:
+                self.plan.pattern_ids = fresh.pattern_ids
+            else:  # changed since the cached plan was checked: the fresh one wins
+                self.plan = fresh
+                if self.cache is not None:
+                    self.cache.start(fresh)
+        return self.cfg
+
+    def _resolved_file(self, key: str, path: Path) -> ResolvedFile | None:
+        if key not in self._resolved:
+            self._resolved[key] = self._config().file_for(path)
+        return self._resolved[key]
 
     @contextlib.contextmanager
     def _bypass_env(self) -> Iterator[None]:
@@ -278,10 +323,10 @@ class OotestPlugin:
                 crash.clear_inflight(self._inflight)
 
     def _collect_module(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
-        rf = self._file(collector.path)
-        if rf is not None:
+        rule = self._rule(collector.path)
+        if rule is not None:
             self.stats.setdefault(str(collector.path), FileStats())  # counted even if empty
-        if rf is None or rf.entry.device_restrictions != "bypass" or self.device is None:
+        if rule is None or rule.device_restrictions != "bypass" or self.device is None:
             return (yield)
         with self._bypass_env():
             report = yield
@@ -295,7 +340,7 @@ class OotestPlugin:
                 setattr(value, "bypass_device_restrictions", True)  # noqa: B010
         return report
 
-    def _marks(self, wanted: dict[str, str]) -> None:
+    def _marks(self, wanted: Iterable[str]) -> None:
         """Register new mark names in one batch, then build their decorators.
 
         Registering first matters: pytest re-reads every registered marker each
@@ -303,7 +348,7 @@ class OotestPlugin:
         """
         new = [n for n in wanted if n not in self.registered_marks]
         for name in new:
-            self.config.addinivalue_line("markers", f"{name}: {wanted[name]}")
+            self.config.addinivalue_line("markers", f"{name}: {mark_text(name)}")
         for name in new:
             self.registered_marks[name] = getattr(pytest.mark, name)
 
@@ -320,59 +365,92 @@ class OotestPlugin:
             gc.unfreeze()
 
     def _decide_all(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        if self.cfg is not None:  # (pydantic is imported only when there is a config)
-            from ootest.config.decide import decide, declared
-
         rootdir = str(config.rootpath)
         names = frozenset({self.device.name} if self.device else ())
-        planned: list[tuple[pytest.Item, dict[str, str]]] = []
-        wanted: dict[str, str] = {}
-        per_path: dict[Path, tuple[str, ResolvedFile | None, FileStats | None]] = {}
-        caps = self.cfg.suite.global_ if self.cfg is not None else None
-        suite_labels = tuple(self.cfg.suite.labels) if self.cfg is not None else ()
-        axis_marks: dict[tuple[Any, ...], dict[str, str]] = {}
+        cache = self.cache
+        planned: list[tuple[pytest.Item, tuple[str, ...]]] = []
+        wanted: dict[str, None] = {}
+        PerPath = tuple[str, FileRule | None, FileStats | None, dict[str, Any] | None]
+        per_path: dict[Path, PerPath] = {}
         for item in items:
             known = per_path.get(item.path)
             if known is None:
-                rel = os.path.relpath(str(item.path), rootdir)
-                rf = self._file(item.path)
+                key = norm(item.path)
+                rule = self._rule(item.path)
                 st = None
-                if rf is not None:
-                    self.seen_files.add(os.path.realpath(item.path))
+                if rule is not None:
+                    self.seen_files.add(key)
                     st = self.stats.setdefault(str(item.path), FileStats())
-                known = per_path[item.path] = (rel, rf, st)
-            rel, rf, st = known
-            v = variant_from_item(item, rel, names)
-            item.stash[VARIANT] = v
+                cached = cache.records(key) if cache is not None else None
+                known = per_path[item.path] = (key, rule, st, cached)
+            key, rule, st, cached = known
+            raw = cached.get(item.nodeid) if cached is not None else None
+            if raw is not None:
+                rec = record_from_data(raw)
+                self.reused += 1
+            else:
+                self.computed += 1
+                rel = os.path.relpath(str(item.path), rootdir)
+                rec = self._compute(item, rel, names, key if rule is not None else None)
+                if cache is not None and self.plan is not None:
+                    cache.add(key, item.nodeid, rec)
+            facts, outcome, marks = rec
+            item.stash[FACTS] = facts
             self._decided.append(item)
-            axis_key = (v.op_name, v.op, v.dtypes, v.module)
-            marks = axis_marks.get(axis_key)
-            if marks is None:
-                marks = axis_marks[axis_key] = _axis_marks(v)
-            if rf is not None and st is not None and caps is not None:
+            if st is not None and outcome is not None:
                 st.collected += 1
-                st.device_variants += v.device_variant
-                d = decide(rf, caps, v, self.ctx)
-                item.stash[DECISION] = d
-                if d.mode == "skip" and d.bucket == "listed" and declared(caps, v):
-                    item.stash[CAPABLE] = True
-                for p in d.matched:
-                    self.used_patterns.add(id(p))
-                if d.tags or suite_labels or d.labels:
-                    marks = dict(marks)
-                    for tag in d.tags:
-                        marks[f"tag__{tag}"] = f"config tag {tag}"
-                    for label in (*suite_labels, *d.labels):  # suite, file, entry
-                        marks[f"label__{label}"] = f"config label {label}"
-                self._apply(item, d)
-            wanted.update(marks)
+                st.device_variants += facts.device_variant
+                item.stash[OUTCOME] = outcome
+                self.used_patterns.update(outcome.matched)
+                self._apply(item, outcome)
+            wanted.update(dict.fromkeys(marks))
             planned.append((item, marks))
         self._marks(wanted)
         for item, mark_names in planned:
             for name in mark_names:
                 item.add_marker(self.registered_marks[name])
+        if cache is not None:
+            cache.save()
 
-    def _apply(self, item: pytest.Item, d: Decision) -> None:
+    def _compute(
+        self, item: pytest.Item, rel: str, names: frozenset[str], key: str | None
+    ) -> Record:
+        """Derive the variant of ``item`` and, in a config file (``key``), decide it."""
+        v = variant_from_item(item, rel, names)
+        facts = Facts(v.variant_id, v.file, v.op, ",".join(v.dtypes) or None, v.device_variant)
+        axis_key = (v.op_name, v.op, v.dtypes, v.module)
+        marks = self._axis_marks.get(axis_key)
+        if marks is None:
+            marks = self._axis_marks[axis_key] = _axis_marks(v)
+        rf = self._resolved_file(key, item.path) if key is not None else None
+        if rf is None:
+            return facts, None, marks
+        from ootest.config.decide import decide, declared
+
+        assert self.cfg is not None and self.plan is not None
+        caps = self.cfg.suite.global_
+        d = decide(rf, caps, v, self.ctx)
+        pids = self.plan.pattern_ids
+        prec = d.precision
+        outcome = Outcome(
+            d.mode,
+            d.reason,
+            d.origin,
+            d.issue,
+            d.bucket,
+            prec.atol if prec is not None else None,
+            prec.rtol if prec is not None else None,
+            tuple(pids[id(p)] for p in d.matched),
+            d.mode == "skip" and d.bucket == "listed" and declared(caps, v),
+        )
+        labels = (*self.plan.labels, *d.labels)  # suite, file, entry
+        if d.tags or labels:
+            marks = unique(
+                [*marks, *(f"tag__{t}" for t in d.tags), *(f"label__{x}" for x in labels)]
+            )
+        return facts, outcome, marks
+
+    def _apply(self, item: pytest.Item, d: Outcome) -> None:
         if d.mode == "mandatory_success":
             return
         key = (d.mode, d.message)
@@ -391,20 +469,20 @@ class OotestPlugin:
             self._outcome_marks[key] = mark
         item.add_marker(mark)
 
-    def stale_patterns(self) -> list[tuple[str, NamePattern]]:
-        """Config names that matched no collected variant (in files that were collected)."""
-        out: list[tuple[str, NamePattern]] = []
-        if self.cfg is None:
+    def stale_patterns(self) -> list[tuple[str, str]]:
+        """Config names (origin, name) that matched no collected variant, in files
+        that were collected."""
+        out: list[tuple[str, str]] = []
+        if self.plan is None:
             return out
         done: set[int] = set()
-        for rf in self.cfg.files:
-            if os.path.realpath(rf.path) not in self.seen_files:
+        for key, rule in self.plan.files.items():
+            if key not in self.seen_files:
                 continue
-            for entry, patterns in rf.patterns:
-                for p in patterns:
-                    if id(p) not in self.used_patterns and id(p) not in done:
-                        done.add(id(p))
-                        out.append((entry.origin, p))
+            for pid in rule.patterns:
+                if pid not in self.used_patterns and pid not in done:
+                    done.add(pid)
+                    out.append(self.plan.patterns[pid])
         return out
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -423,12 +501,13 @@ class OotestPlugin:
                     "time": now,
                 }
             )
-        for origin, p in self.stale_patterns():
-            self._out.write({"kind": "stale", "origin": origin, "name": p.raw, "time": now})
+        for origin, name in self.stale_patterns():
+            self._out.write({"kind": "stale", "origin": origin, "name": name, "time": now})
         self._out.write(
             {
                 "kind": "session",
                 "selected": len(session.items),
+                "plan": {"reused": self.reused, "computed": self.computed},
                 "worker": self.worker,
                 "pid": os.getpid(),
                 "time": now,
@@ -488,16 +567,17 @@ class OotestPlugin:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
-        d = item.stash.get(DECISION, None)
+        d = item.stash.get(OUTCOME, None)
         tc = getattr(item, "_testcase", None)
-        prec = d.precision if d is not None else None
-        if prec is None or tc is None or not hasattr(tc, "precision"):
+        if d is None or (d.atol is None and d.rtol is None) or tc is None:
+            return (yield)
+        if not hasattr(tc, "precision"):
             return (yield)
         saved = (tc.precision, getattr(tc, "rel_tol", 0))
-        if prec.atol is not None:
-            tc.precision = prec.atol
-        if prec.rtol is not None and hasattr(tc, "rel_tol"):
-            tc.rel_tol = prec.rtol
+        if d.atol is not None:
+            tc.precision = d.atol
+        if d.rtol is not None and hasattr(tc, "rel_tol"):
+            tc.rel_tol = d.rtol
         try:
             return (yield)
         finally:
@@ -566,10 +646,17 @@ class OotestPlugin:
 
     # ---------------------------------------------------------------- summary
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.cfg is None:
+        if self.plan is None:
             return
         tr = terminalreporter
-        for w in self.cfg.warnings:
+        if self.config.option.verbose > 0:
+            where = f"cached in {self.cache.path}" if self.cache else "not cached"
+            tr.write_line(
+                f"ootest: plan {where}: {self.reused} variants from the cache, "
+                f"{self.computed} derived and decided now"
+                + ("" if self.cfg is None else " (config loaded)")
+            )
+        for w in self.plan.warnings:
             tr.write_line(f"ootest: note: {w}", yellow=True)
         for key, st in sorted(self.stats.items()):
             if self.device is not None and st.device_variants == 0:
@@ -583,8 +670,8 @@ class OotestPlugin:
         if stale:
             tr.write_sep("-", f"ootest: {len(stale)} config names matched no test")
             shown = stale if self.config.option.verbose > 0 else stale[:_STALE_SHOWN]
-            for origin, p in shown:
-                tr.write_line(f"  {origin}: {p.raw}")
+            for origin, name in shown:
+                tr.write_line(f"  {origin}: {name}")
             if len(shown) < len(stale):
                 tr.write_line(f"  ... and {len(stale) - len(shown)} more (-v lists them all)")
 
@@ -592,16 +679,11 @@ class OotestPlugin:
 _STALE_SHOWN = 20  # stale names listed without -v
 
 
-def _axis_marks(v: Variant) -> dict[str, str]:
-    """Marks (name -> description) for a variant's op, dtypes and module."""
-    marks: dict[str, str] = {}
-    for op in dict.fromkeys(x for x in (v.op_name, v.op) if x):
-        marks[f"op__{op}"] = f"variants of op {op}"
-    for dt in v.dtypes:
-        marks[f"dtype__{dt}"] = f"variants of dtype {dt}"
-    if v.module:
-        marks[f"module__{v.module}"] = f"variants of module {v.module}"
-    return marks
+def _axis_marks(v: Variant) -> tuple[str, ...]:
+    """Mark names for a variant's op, dtypes and module."""
+    ops = (f"op__{op}" for op in (v.op_name, v.op) if op)
+    module = (f"module__{v.module}",) if v.module else ()
+    return unique([*ops, *(f"dtype__{dt}" for dt in v.dtypes), *module])
 
 
 def _drop(stash: pytest.Stash, key: pytest.StashKey[Any]) -> None:
@@ -609,14 +691,16 @@ def _drop(stash: pytest.Stash, key: pytest.StashKey[Any]) -> None:
         del stash[key]
 
 
-def _no_gc(fn: Any, *args: Any) -> Any:
-    """Call ``fn`` with the cyclic GC paused: a large config builds tens of thousands
+def _load(cfg_path: str) -> Config:
+    """Load a config with the cyclic GC paused: a large config builds tens of thousands
     of acyclic objects, and GC passes over the growing graph cost as much as the
     parse itself. Reference counting still frees everything."""
+    from ootest.config.load import load_config
+
     was = gc.isenabled()
     gc.disable()
     try:
-        return fn(*args)
+        return load_config(cfg_path)
     finally:
         if was:
             gc.enable()
@@ -624,20 +708,14 @@ def _no_gc(fn: Any, *args: Any) -> Any:
 
 def _fields(item: pytest.Item) -> dict[str, Any]:
     """The result fields known before a test runs (its variant and its decision)."""
-    v = item.stash.get(VARIANT, None)
+    v = item.stash.get(FACTS, None)
     if v is None:
         return {}
-    out: dict[str, Any] = {
-        "variant_id": v.variant_id,
-        "file": v.file,
-        "op": v.op,
-        "dtype": ",".join(v.dtypes) or None,
-        "device_variant": v.device_variant,
-    }
-    d = item.stash.get(DECISION, None)
+    out: dict[str, Any] = v._asdict()
+    d = item.stash.get(OUTCOME, None)
     if d is not None:
         out.update(mode=d.mode, bucket=d.bucket, reason=d.reason, issue=d.issue, origin=d.origin)
-        if item.stash.get(CAPABLE, False):
+        if d.capable:
             out["capable"] = True
     return out
 

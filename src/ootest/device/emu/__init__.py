@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ootest.cache import cache_dir
 from ootest.errors import DeviceError
 
 NAME = "emu"
@@ -109,13 +110,6 @@ def read_profile(name_or_path: str) -> Profile:
         ops=[str(o) for o in data.get("ops", [])],
         op_dtypes=op_dtypes,
     )
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("OOTEST_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ootest"
-    )
-    return Path(base)
 
 
 def _build() -> Any:

@@ -1,0 +1,338 @@
+"""What the plugin applies, compiled from a config, and the cache that keeps it.
+
+Note [Plan cache]
+~~~~~~~~~~~~~~~~~
+Deciding a variant is a pure function of (config, variant), and a variant is a
+pure function of the collected item. Both are cheap per variant but not free:
+for a 10,000-entry config and 6,000 variants, loading the config (PyYAML,
+pydantic, compiling names) and deriving and deciding every variant cost about
+0.8 s on top of a 7 s collection. So the plugin compiles what it needs into
+plain data -- a :class:`Plan` (device, timeout, warnings, per-file rules, the
+config names for stale reports) and one :data:`Record` per collected test (its
+variant facts, its outcome, its mark names) -- and keeps it in
+``$OOTEST_CACHE_DIR/plans/`` (``marshal``: plain data only, nothing executable).
+
+A cached plan is used only when everything it was computed from is unchanged;
+otherwise the config is loaded and decided as if there were no cache:
+  - the config file and every file it ``extends`` (their contents' hashes);
+  - every ``files[].path`` re-expanded with today's environment and re-globbed
+    names the same test files;
+  - the context ``when:`` is evaluated in (torch version, platform);
+  - ootest's own source files and torch's testing internals (mtime, size);
+  - the rootdir and the ``--ootest-device`` value (both in the cache file name).
+A record is used only when its test file is unchanged (mtime, size: what
+Python's own bytecode cache checks) and the
+same node ID is collected again; a node ID not in the cache is decided from the
+config (loaded then) and added. Test IDs carry the op, dtype and module, so an
+OpInfo or ``@dtypes`` change elsewhere yields new IDs, not stale records.
+``--ootest-no-cache`` or ``OOTEST_NO_CACHE=1`` turns the cache off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import marshal
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ootest.cache import cache_dir
+from ootest.config import paths
+from ootest.config.when import Context
+
+if TYPE_CHECKING:
+    from ootest.config.load import Config
+
+FORMAT = 1
+
+_MARK_TEXT = {
+    "op__": "variants of op ",
+    "dtype__": "variants of dtype ",
+    "module__": "variants of module ",
+    "tag__": "config tag ",
+    "label__": "config label ",
+}
+
+
+def mark_text(name: str) -> str:
+    """The description a mark is registered with (from its name)."""
+    prefix, sep, rest = name.partition("__")
+    return _MARK_TEXT.get(prefix + sep, "") + rest
+
+
+class Facts(NamedTuple):
+    """What results report about a variant before it runs."""
+
+    variant_id: str
+    file: str
+    op: str | None
+    dtype: str | None  # dtypes joined with ","
+    device_variant: bool
+
+
+class Outcome(NamedTuple):
+    """A decision as the plugin applies and reports it (no config objects)."""
+
+    mode: str
+    reason: str
+    origin: str
+    issue: str | None
+    bucket: str
+    atol: float | None
+    rtol: float | None
+    matched: tuple[int, ...]  # ids of the config names that matched (Plan.patterns)
+    capable: bool  # skipped by an entry although the device declares what it needs
+
+    @property
+    def message(self) -> str:
+        text = self.reason
+        if self.issue:
+            text += f" [{self.issue}]"
+        if self.origin:
+            text += f" ({self.origin})"
+        return text
+
+
+Record = tuple[Facts, Outcome | None, tuple[str, ...]]  # (facts, outcome, mark names)
+
+
+class FileRule(NamedTuple):
+    device_restrictions: str  # keep | bypass
+    patterns: tuple[int, ...]  # ids of its config names
+
+
+Stamp = tuple[str, int, int]  # (path, mtime_ns, size); -1, -1 when missing
+
+
+def stamp(path: str) -> Stamp:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (path, -1, -1)
+    return (path, st.st_mtime_ns, st.st_size)
+
+
+def digest(path: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return ""
+
+
+@dataclass
+class Plan:
+    """Everything the plugin needs from a config, as plain data."""
+
+    device: str | None
+    timeout: float | None
+    labels: tuple[str, ...]
+    warnings: tuple[str, ...]
+    inject: bool  # the config adds variants (edits.*.include): needs the Config
+    files: dict[str, FileRule]  # normalized test file path -> rule, in config order
+    patterns: list[tuple[str, str]]  # pattern id -> (origin, name as written)
+    # what it was compiled from
+    source: str
+    sources: tuple[tuple[str, str], ...]  # (config file, hash of its contents)
+    resolved: tuple[tuple[str, tuple[str, ...]], ...]
+    ctx: tuple[str | None, str]
+    pattern_ids: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
+    """id(NamePattern) -> pattern id, for deciding with the Config (not stored)."""
+
+    @classmethod
+    def compile(cls, cfg: Config, ctx: Context, inject: bool) -> Plan:
+        ids: dict[int, int] = {}
+        table: list[tuple[str, str]] = []
+        files: dict[str, FileRule] = {}
+        for rf in cfg.files:
+            pids: list[int] = []
+            for entry, patterns in rf.patterns:
+                for p in patterns:
+                    pid = ids.get(id(p))
+                    if pid is None:
+                        pid = ids[id(p)] = len(table)
+                        table.append((entry.origin, p.raw))
+                    pids.append(pid)
+            key = paths.norm(rf.path)
+            if key not in files:  # the first entry for a file decides (as file_for does)
+                files[key] = FileRule(rf.entry.device_restrictions, tuple(pids))
+        suite = cfg.suite
+        return cls(
+            device=suite.device,
+            timeout=suite.timeout,
+            labels=tuple(suite.labels),
+            warnings=tuple(str(w) for w in cfg.warnings),
+            inject=inject,
+            files=files,
+            patterns=table,
+            source=str(cfg.source),
+            sources=tuple((str(p), digest(str(p))) for p in cfg.sources),
+            resolved=tuple(cfg.resolved),
+            ctx=(ctx.torch_version, ctx.platform),
+            pattern_ids=ids,
+        )
+
+    def still_valid(self, ctx: Context) -> bool:
+        """Whether the config would compile to this plan today (see Note [Plan cache])."""
+        if self.ctx != (ctx.torch_version, ctx.platform):
+            return False
+        if any(digest(p) != h for p, h in self.sources):
+            return False
+        env = paths.environment(Path(self.source), (t for t, _ in self.resolved))
+        for template, hits in self.resolved:
+            text, missing = paths.expand(template, env)
+            if missing or tuple(paths.matches(text)) != hits:
+                return False
+        return True
+
+    def to_data(self) -> tuple[Any, ...]:
+        return (
+            self.device,
+            self.timeout,
+            self.labels,
+            self.warnings,
+            self.inject,
+            {k: tuple(v) for k, v in self.files.items()},
+            [tuple(p) for p in self.patterns],
+            self.source,
+            self.sources,
+            self.resolved,
+            self.ctx,
+        )
+
+    @classmethod
+    def from_data(cls, data: tuple[Any, ...]) -> Plan:
+        device, timeout, labels, warnings, inject, files, patterns, *rest = data
+        source, sources, resolved, ctx = rest
+        return cls(
+            device,
+            timeout,
+            labels,
+            warnings,
+            inject,
+            {k: FileRule(*v) for k, v in files.items()},
+            patterns,
+            source,
+            sources,
+            resolved,
+            ctx,
+        )
+
+
+def _code_stamps() -> tuple[Stamp, ...]:
+    """ootest's own sources and torch's testing internals: code a record depends on."""
+    out = []
+    here = Path(__file__).resolve().parent.parent
+    for root, dirs, files in os.walk(here):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        out += [stamp(os.path.join(root, f)) for f in sorted(files) if f.endswith(".py")]
+    spec = importlib.util.find_spec("torch")
+    if spec is not None and spec.origin:
+        torch_dir = os.path.dirname(spec.origin)
+        for rel in (
+            "version.py",
+            "testing/_internal/common_device_type.py",
+            "testing/_internal/common_methods_invocations.py",
+            "testing/_internal/common_modules.py",
+            "testing/_internal/common_utils.py",
+            "testing/_internal/opinfo/core.py",
+        ):
+            out.append(stamp(os.path.join(torch_dir, rel)))
+    return tuple(out)
+
+
+def plan_cache_disabled(option: bool) -> bool:
+    return option or os.environ.get("OOTEST_NO_CACHE", "") not in ("", "0")
+
+
+class PlanCache:
+    """One config's plan and records, in one file per (config, rootdir, device)."""
+
+    def __init__(self, path: Path, code: tuple[Stamp, ...]) -> None:
+        self.path = path
+        self.code = code
+        self.plan: Plan | None = None
+        self.tests: dict[str, tuple[int, int, dict[str, Any]]] = {}
+        self._checked: set[str] = set()
+        self._dirty = False
+
+    @classmethod
+    def open(cls, config_path: str, rootdir: str, device: str | None) -> PlanCache:
+        key = repr((FORMAT, paths.norm(config_path), paths.norm(rootdir), device))
+        name = hashlib.sha256(key.encode()).hexdigest()[:24]
+        return cls(cache_dir() / "plans" / f"{name}.marshal", _code_stamps())
+
+    def load(self, ctx: Context) -> Plan | None:
+        """The cached plan, if it is still what the config compiles to."""
+        try:
+            data = marshal.loads(self.path.read_bytes())
+            fmt, code, plan_data, tests = data
+            if fmt != FORMAT or code != self.code:
+                return None
+            plan = Plan.from_data(plan_data)
+        except (OSError, EOFError, ValueError, TypeError):
+            return None  # no cache, or one written by another version: start afresh
+        if not plan.still_valid(ctx):
+            return None
+        self.plan, self.tests = plan, tests
+        return plan
+
+    def start(self, plan: Plan) -> None:
+        """Use a freshly compiled plan; records of an older plan are dropped."""
+        self.plan, self.tests, self._dirty = plan, {}, True
+
+    def records(self, key: str) -> dict[str, Any] | None:
+        """Cached records of one test file by node ID (raw tuples), if it is unchanged.
+
+        Called once per file; a changed file's records are dropped.
+        """
+        self._checked.add(key)
+        entry = self.tests.get(key)
+        if entry is None:
+            return None
+        _, mtime, size = stamp(key)
+        if (mtime, size) != entry[:2]:
+            del self.tests[key]
+            self._dirty = True
+            return None
+        return entry[2]
+
+    def add(self, key: str, nodeid: str, record: Record) -> None:
+        entry = self.tests.get(key)
+        if entry is None:
+            _, mtime, size = stamp(key)
+            entry = self.tests[key] = (mtime, size, {})
+        facts, outcome, marks = record
+        entry[2][nodeid] = (tuple(facts), tuple(outcome) if outcome else None, marks)
+        self._dirty = True
+
+    def save(self) -> None:
+        """Write the plan and records (atomically; a failure only costs the cache)."""
+        if not self._dirty or self.plan is None:
+            return
+        data = (FORMAT, self.code, self.plan.to_data(), self.tests)
+        with contextlib.suppress(OSError, ValueError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    marshal.dump(data, fh)
+                os.replace(tmp, self.path)
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+        self._dirty = False
+
+
+def record_from_data(raw: tuple[Any, ...]) -> Record:
+    facts, outcome, marks = raw
+    return (Facts(*facts), Outcome(*outcome) if outcome is not None else None, marks)
+
+
+def unique(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(names))
