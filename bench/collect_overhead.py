@@ -207,7 +207,12 @@ def _drop_plan(tmp: Path) -> None:
     """Remove the plan this benchmark cached (its config lives in a temporary folder)."""
     from ootest.plugin.plan import PlanCache
 
-    PlanCache.open(str(tmp / "big.yaml"), str(tmp), "emu").path.unlink(missing_ok=True)
+    here = os.getcwd()
+    os.chdir(tmp)  # the cache key holds the working folder pytest ran in
+    try:
+        PlanCache.open("big.yaml", str(tmp), "emu").path.unlink(missing_ok=True)
+    finally:
+        os.chdir(here)
 
 
 if __name__ == "__main__":

@@ -170,3 +170,16 @@ def test_the_cache_can_be_turned_off(
     assert "not cached" in r.stdout.str()
     monkeypatch.setenv("OOTEST_NO_CACHE", "1")
     assert _plan(_run(suite, "r3")[0]) == (0, 4, True)
+
+
+def test_plans_unused_for_a_month_are_pruned(suite: pytest.Pytester) -> None:
+    plans = suite.path / "cache" / "plans"
+    plans.mkdir(parents=True)
+    old, recent = plans / "0ld.marshal", plans / "recent.marshal"
+    for f in (old, recent):
+        f.write_bytes(b"x")
+    month = 31 * 86400
+    os.utime(old, (old.stat().st_atime - month, old.stat().st_mtime - month))
+    _run(suite, "r1")  # writes its plan, then prunes
+    assert not old.exists() and recent.exists()
+    assert len([p for p in plans.iterdir() if p.suffix == ".marshal"]) == 2  # + this run's

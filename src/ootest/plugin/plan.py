@@ -19,7 +19,8 @@ otherwise the config is loaded and decided as if there were no cache:
     names the same test files;
   - the context ``when:`` is evaluated in (torch version, platform);
   - ootest's own source files and torch's testing internals (mtime, size);
-  - the rootdir and the ``--ootest-device`` value (both in the cache file name).
+  - the rootdir, the working folder, the ``--ootest-device`` value and the
+    Python version (all in the cache file name).
 A record is used only when its test file is unchanged (mtime, size: what
 Python's own bytecode cache checks) and the
 same node ID is collected again; a node ID not in the cache is decided from the
@@ -35,7 +36,9 @@ import hashlib
 import importlib.util
 import marshal
 import os
+import sys
 import tempfile
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
     from ootest.config.load import Config
 
 FORMAT = 1
+_DAY = 86400.0
 
 _MARK_TEXT = {
     "op__": "variants of op ",
@@ -263,7 +267,9 @@ class PlanCache:
 
     @classmethod
     def open(cls, config_path: str, rootdir: str, device: str | None) -> PlanCache:
-        key = repr((FORMAT, paths.norm(config_path), paths.norm(rootdir), device))
+        # The working folder too: relative paths in the config resolve against it.
+        where = (paths.norm(config_path), paths.norm(rootdir), os.getcwd(), device)
+        key = repr((FORMAT, sys.version_info[:2], *where))
         name = hashlib.sha256(key.encode()).hexdigest()[:24]
         return cls(cache_dir() / "plans" / f"{name}.marshal", _code_stamps())
 
@@ -280,6 +286,9 @@ class PlanCache:
         if not plan.still_valid(ctx):
             return None
         self.plan, self.tests = plan, tests
+        with contextlib.suppress(OSError):  # in use: keep it from being pruned (see save)
+            if time.time() - self.path.stat().st_mtime > _DAY:
+                os.utime(self.path)
         return plan
 
     def start(self, plan: Plan) -> None:
@@ -326,7 +335,20 @@ class PlanCache:
             finally:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
+            self._prune()
         self._dirty = False
+
+    def _prune(self) -> None:
+        """Drop plans no run has used for a month (configs in deleted folders, old
+        checkouts) and temporary files a killed run left."""
+        now = time.time()
+        for entry in os.scandir(self.path.parent):
+            age = now - entry.stat().st_mtime
+            if (entry.name.endswith(".marshal") and age > 30 * _DAY) or (
+                entry.name.endswith(".tmp") and age > _DAY
+            ):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
 
 
 def record_from_data(raw: tuple[Any, ...]) -> Record:
