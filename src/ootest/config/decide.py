@@ -27,7 +27,7 @@ from ootest.config.model import (
     Precision,
     TestEntry,
 )
-from ootest.config.names import NamePattern, Variant
+from ootest.config.names import NamePattern, Variant, reason_message
 from ootest.config.when import Context, holds
 from ootest.memo import IdentityMemo
 
@@ -49,12 +49,7 @@ class Decision:
 
     @property
     def message(self) -> str:
-        text = self.reason
-        if self.issue:
-            text += f" [{self.issue}]"
-        if self.origin:
-            text += f" ({self.origin})"
-        return text
+        return reason_message(self.reason, self.issue, self.origin)
 
 
 _Ref = TypeVar("_Ref", DtypeRef, OpRef, ModuleRef)

@@ -216,3 +216,13 @@ class NamePattern:
             elif key != "op" or value != v.op_name:
                 return False
         return True
+
+
+def reason_message(reason: str, issue: str | None, origin: str) -> str:
+    """How an outcome's reason is shown: ``reason [issue] (file:line)``."""
+    text = reason
+    if issue:
+        text += f" [{issue}]"
+    if origin:
+        text += f" ({origin})"
+    return text

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ootest.cache import cache_dir
 from ootest.config import paths
+from ootest.config.names import reason_message
 from ootest.config.when import Context
 
 if TYPE_CHECKING:
@@ -94,12 +95,7 @@ class Outcome(NamedTuple):
 
     @property
     def message(self) -> str:
-        text = self.reason
-        if self.issue:
-            text += f" [{self.issue}]"
-        if self.origin:
-            text += f" ({self.origin})"
-        return text
+        return reason_message(self.reason, self.issue, self.origin)
 
 
 Record = tuple[Facts, Outcome | None, tuple[str, ...]]  # (facts, outcome, mark names)
