@@ -133,7 +133,7 @@ class OotestPlugin:
     seen_files: set[str] = field(default_factory=set)  # normalized paths
     registered_marks: dict[str, pytest.MarkDecorator] = field(default_factory=dict)
     _resolved: dict[str, ResolvedFile | None] = field(default_factory=dict)
-    _axis_marks: dict[tuple[Any, ...], tuple[str, ...]] = field(default_factory=dict)
+    _marks_by_axes: dict[tuple[Any, ...], tuple[str, ...]] = field(default_factory=dict)
     reused: int = 0  # variants whose record came from the plan cache
     computed: int = 0  # variants derived and decided in this run
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -370,8 +370,8 @@ class OotestPlugin:
         cache = self.cache
         planned: list[tuple[pytest.Item, tuple[str, ...]]] = []
         wanted: dict[str, None] = {}
-        PerPath = tuple[str, FileRule | None, FileStats | None, dict[str, Any] | None]
-        per_path: dict[Path, PerPath] = {}
+        # per test file: (normalized path, its rule, its counts, its cached records)
+        per_path: dict[Path, tuple[str, FileRule | None, FileStats | None, Any]] = {}
         for item in items:
             known = per_path.get(item.path)
             if known is None:
@@ -419,9 +419,9 @@ class OotestPlugin:
         v = variant_from_item(item, rel, names)
         facts = Facts(v.variant_id, v.file, v.op, ",".join(v.dtypes) or None, v.device_variant)
         axis_key = (v.op_name, v.op, v.dtypes, v.module)
-        marks = self._axis_marks.get(axis_key)
+        marks = self._marks_by_axes.get(axis_key)
         if marks is None:
-            marks = self._axis_marks[axis_key] = _axis_marks(v)
+            marks = self._marks_by_axes[axis_key] = _axis_marks(v)
         rf = self._resolved_file(key, item.path) if key is not None else None
         if rf is None:
             return facts, None, marks
