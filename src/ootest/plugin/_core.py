@@ -273,8 +273,9 @@ class OotestPlugin:
             crash.write_inflight(self._inflight, data)
 
     # -------------------------------------------------------------- collection
-    def _rule(self, path: Path) -> FileRule | None:
-        return self.plan.files.get(norm(path)) if self.plan is not None else None
+    def _rule(self, key: str) -> FileRule | None:
+        """The config's rule for a test file (by normalized path), if it lists the file."""
+        return self.plan.files.get(key) if self.plan is not None else None
 
     def _config(self) -> Config:
         """The loaded config (read on first need when the plan came from the cache)."""
@@ -323,7 +324,7 @@ class OotestPlugin:
                 crash.clear_inflight(self._inflight)
 
     def _collect_module(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
-        rule = self._rule(collector.path)
+        rule = self._rule(norm(collector.path))
         if rule is not None:
             self.stats.setdefault(str(collector.path), FileStats())  # counted even if empty
         if rule is None or rule.device_restrictions != "bypass" or self.device is None:
@@ -376,7 +377,7 @@ class OotestPlugin:
             known = per_path.get(item.path)
             if known is None:
                 key = norm(item.path)
-                rule = self._rule(item.path)
+                rule = self._rule(key)
                 st = None
                 if rule is not None:
                     self.seen_files.add(key)

@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -191,37 +191,17 @@ class Plan:
         return True
 
     def to_data(self) -> tuple[Any, ...]:
-        return (
-            self.device,
-            self.timeout,
-            self.labels,
-            self.warnings,
-            self.inject,
-            {k: tuple(v) for k, v in self.files.items()},
-            [tuple(p) for p in self.patterns],
-            self.source,
-            self.sources,
-            self.resolved,
-            self.ctx,
-        )
+        """The stored fields in order, as plain data ``marshal`` writes."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.compare}
+        data["files"] = {k: tuple(v) for k, v in self.files.items()}
+        return tuple(data.values())
 
     @classmethod
     def from_data(cls, data: tuple[Any, ...]) -> Plan:
-        device, timeout, labels, warnings, inject, files, patterns, *rest = data
-        source, sources, resolved, ctx = rest
-        return cls(
-            device,
-            timeout,
-            labels,
-            warnings,
-            inject,
-            {k: FileRule(*v) for k, v in files.items()},
-            patterns,
-            source,
-            sources,
-            resolved,
-            ctx,
-        )
+        """Inverse of :meth:`to_data`; ValueError if the shape differs."""
+        kw = dict(zip([f.name for f in fields(cls) if f.compare], data, strict=True))
+        kw["files"] = {k: FileRule(*v) for k, v in kw["files"].items()}
+        return cls(**kw)
 
 
 def _code_stamps() -> tuple[Stamp, ...]:
