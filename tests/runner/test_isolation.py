@@ -159,7 +159,7 @@ def test_runner_killed_then_resumed_equals_a_clean_run(tmp_path: Path) -> None:
 
 
 def test_torn_last_line_is_trimmed_before_appending(tmp_path: Path) -> None:
-    from ootest.runner.results import Appender, read_records
+    from ootest.record.results import Appender, read_records
 
     p = tmp_path / "r.jsonl"
     p.write_text('{"kind": "result", "nodeid": "a", "outcome": "passed"}\n{"kind": "resu')

@@ -10,17 +10,16 @@ from pathlib import Path
 import pytest
 
 from ootest.errors import UserError
+from ootest.record.results import RunData
+from ootest.record.shard import ShardSpec, assign
 from ootest.runner import guard
-from ootest.runner.results import RunData
-from ootest.runner.shard import ShardSpec, assign
 from tests.conftest import ootest, run
 
 
-def _coll(path: str, collected: int, device: int) -> dict[str, object]:
+def _coll(key: str, collected: int, device: int) -> dict[str, object]:
     return {
         "kind": "collection",
-        "file": Path(path).name,
-        "path": path,
+        "file": key,
         "collected": collected,
         "device_variants": device,
     }
@@ -28,42 +27,42 @@ def _coll(path: str, collected: int, device: int) -> dict[str, object]:
 
 # ------------------------------------------------------------------- guard
 def test_guard_quiet_on_a_normal_run() -> None:
-    run = RunData.from_records([_coll("/s/a.py", 100, 90)])
-    base = RunData.from_records([_coll("/s/a.py", 100, 90)])
-    assert guard.check([guard.GuardFile("/s/a.py", None)], run, base, device=True) == []
+    run = RunData.from_records([_coll("test/a.py", 100, 90)])
+    base = RunData.from_records([_coll("test/a.py", 100, 90)])
+    assert guard.check([guard.GuardFile("test/a.py", None)], run, base, device=True) == []
 
 
 def test_guard_trips_on_a_drop_against_the_baseline() -> None:
-    run = RunData.from_records([_coll("/s/a.py", 100, 40)])
-    base = RunData.from_records([_coll("/s/a.py", 100, 90)])
-    (trip,) = guard.check([guard.GuardFile("/s/a.py", None)], run, base, device=True)
+    run = RunData.from_records([_coll("test/a.py", 100, 40)])
+    base = RunData.from_records([_coll("test/a.py", 100, 90)])
+    (trip,) = guard.check([guard.GuardFile("test/a.py", None)], run, base, device=True)
     assert "a.py: 40 device variants, the baseline run had 90 (56% fewer" in trip.message
     assert "only_for=" in trip.message
 
 
 def test_guard_threshold_allows_small_drops() -> None:
-    run = RunData.from_records([_coll("/s/a.py", 100, 87)])
-    base = RunData.from_records([_coll("/s/a.py", 100, 90)])
-    files = [guard.GuardFile("/s/a.py", None)]
+    run = RunData.from_records([_coll("test/a.py", 100, 87)])
+    base = RunData.from_records([_coll("test/a.py", 100, 90)])
+    files = [guard.GuardFile("test/a.py", None)]
     assert guard.check(files, run, base, device=True, threshold=0.05) == []
     assert guard.check(files, run, base, device=True, threshold=0.01) != []
 
 
 def test_guard_expect_wins_over_the_baseline() -> None:
-    run = RunData.from_records([_coll("/s/a.py", 100, 90)])
-    (trip,) = guard.check([guard.GuardFile("/s/a.py", 120)], run, None, device=True)
+    run = RunData.from_records([_coll("test/a.py", 100, 90)])
+    (trip,) = guard.check([guard.GuardFile("test/a.py", 120)], run, None, device=True)
     assert "the config's expect: had 120" in trip.message
 
 
 def test_guard_zero_device_variants_is_always_an_error() -> None:
-    run = RunData.from_records([_coll("/s/a.py", 7, 0)])
-    (trip,) = guard.check([guard.GuardFile("/s/a.py", None)], run, None, device=True)
+    run = RunData.from_records([_coll("test/a.py", 7, 0)])
+    (trip,) = guard.check([guard.GuardFile("test/a.py", None)], run, None, device=True)
     assert "instantiated 0 device variants (7 tests collected in all)" in trip.message
     assert "device_restrictions: bypass" in trip.message
     # Without a device, plain tests are what counts.
-    assert guard.check([guard.GuardFile("/s/a.py", None)], run, None, device=False) == []
-    empty = RunData.from_records([_coll("/s/a.py", 0, 0)])
-    (trip,) = guard.check([guard.GuardFile("/s/a.py", None)], empty, None, device=False)
+    assert guard.check([guard.GuardFile("test/a.py", None)], run, None, device=False) == []
+    empty = RunData.from_records([_coll("test/a.py", 0, 0)])
+    (trip,) = guard.check([guard.GuardFile("test/a.py", None)], empty, None, device=False)
     assert "a.py: instantiated 0 tests" in trip.message
 
 
@@ -267,8 +266,8 @@ def test_failure_causes_group_missing_kernels_dtypes_and_signals() -> None:
 
 
 def test_summary_caps_a_long_stale_list(capsys: pytest.CaptureFixture[str]) -> None:
+    from ootest.record.results import RunData
     from ootest.runner.render import print_summary
-    from ootest.runner.results import RunData
 
     recs = [{"kind": "stale", "origin": f"c.yaml:{i}", "name": f"T::test_{i}"} for i in range(23)]
     print_summary(RunData.from_records(recs), "r.jsonl")

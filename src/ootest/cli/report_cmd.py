@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,12 +58,14 @@ def add_parsers(sub: Any) -> None:
 
 def plan(args: argparse.Namespace) -> int:
     from ootest.config.load import load_config
-    from ootest.runner.shard import assign, durations_from
+    from ootest.config.paths import file_keys
+    from ootest.record.shard import assign, durations_from
 
     if args.shards < 1:
         raise UserError(f"--shards: expected a number >= 1; found {args.shards}")
     cfg = load_config(args.config)
-    files = {os.path.realpath(rf.path) for rf in cfg.files}
+    keys = file_keys(cfg.source, (t for t, _ in cfg.resolved))
+    files = {keys.key(rf.path) for rf in cfg.files}
     durations = durations_from([Path(p) for p in args.durations or []], files)
     _, load = assign(durations, durations, args.shards)
     name = cfg.source.stem
@@ -86,7 +87,7 @@ def plan(args: argparse.Namespace) -> int:
 
 
 def _load(inputs: list[str]) -> Any:
-    from ootest.runner.results import RunData, read_records
+    from ootest.record.results import RunData, read_records
 
     recs = []
     for p in inputs:
@@ -95,8 +96,8 @@ def _load(inputs: list[str]) -> Any:
 
 
 def merge(args: argparse.Namespace) -> int:
+    from ootest.record.results import Appender, blocking
     from ootest.runner.render import print_summary, write_html, write_junit
-    from ootest.runner.results import Appender, blocking
 
     data, recs = _load(args.inputs)
     out = Path(args.results)

@@ -38,8 +38,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--results", metavar="PATH", help="JSONL results (default: .ootest/results.jsonl)"
     )
-    p.add_argument("--junit", metavar="PATH", help="JUnit XML (default: .ootest/junit.xml)")
-    p.add_argument("--html", metavar="PATH", help="HTML report (default: .ootest/report.html)")
+    p.add_argument(
+        "--junit", metavar="PATH", help="JUnit XML (default: junit.xml next to the results)"
+    )
+    p.add_argument(
+        "--html", metavar="PATH", help="HTML report (default: report.html next to the results)"
+    )
     p.add_argument(
         "--timeout",
         type=float,
@@ -88,18 +92,20 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ootest.config.load import load_config
+    from ootest.config.paths import file_keys
+    from ootest.record.results import RunData, blocking, read_records, state_dir
+    from ootest.record.shard import ShardSpec
     from ootest.runner import guard
     from ootest.runner.render import print_summary, write_html, write_junit
-    from ootest.runner.results import RunData, blocking, read_records
-    from ootest.runner.shard import ShardSpec
     from ootest.runner.supervise import Supervisor
 
     cfg = load_config(args.config)
     shard = ShardSpec.parse(args.shard) if args.shard else None
     if args.guard_threshold < 0 or args.guard_threshold >= 1:
         raise UserError(f"--guard-threshold: expected 0 <= F < 1; found {args.guard_threshold}")
-    out_dir = DEFAULT_DIR
-    results = Path(args.results) if args.results else out_dir / "results.jsonl"
+    # Everything a run writes goes next to its results file (the reports, the log,
+    # the state folder and the baseline): a run given --results writes nowhere else.
+    results = Path(args.results) if args.results else DEFAULT_DIR / "results.jsonl"
     baseline = Path(args.baseline) if args.baseline else None
     if args.resume:
         if args.results and Path(args.results) != Path(args.resume):
@@ -116,9 +122,10 @@ def run(args: argparse.Namespace) -> int:
                 results.unlink()
         if baseline is None and not args.results and results.with_name("previous.jsonl").exists():
             baseline = results.with_name("previous.jsonl")
+    out_dir = results.parent
     if baseline is not None and not baseline.exists():
         raise UserError(f"--baseline {baseline}: no such results file")
-    state = results.with_name(results.name + ".state")
+    state = state_dir(results)
     timeout = args.timeout if args.timeout is not None else cfg.suite.timeout
     if timeout is not None and timeout <= 0:
         raise UserError(f"--timeout: expected a positive number of seconds; found {timeout}")
@@ -164,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     if crashes:
         extra.append(f"{len(crashes)} crash(es)/timeout(s) recovered by restarting pytest")
     if last.finished and last.returncode < 0:
-        from ootest.runner.crash import signal_name
+        from ootest.record.crash import signal_name
 
         extra.append(
             f"note: pytest died of {signal_name(last.returncode)} at exit, "
@@ -172,8 +179,9 @@ def run(args: argparse.Namespace) -> int:
         )
     if log is not None:
         extra.append(f"pytest output: {log}")
+    keys = file_keys(cfg.source, (t for t, _ in cfg.resolved))
     trips = guard.check(
-        [guard.GuardFile(os.path.realpath(rf.path), rf.entry.expect) for rf in _unique(cfg.files)],
+        [guard.GuardFile(keys.key(rf.path), rf.entry.expect) for rf in _unique(cfg.files)],
         data,
         RunData.from_records(read_records(baseline)) if baseline else None,
         device=bool(args.device or cfg.suite.device),

@@ -14,6 +14,8 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from ootest.record.identity import FileKeys, template_roots
+
 VAR = re.compile(r"\$\{([^}]*)\}")
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 AUTO = ("TORCH_ROOT", "TORCH_DEVICE_ROOT")
@@ -62,6 +64,15 @@ def environment(
         for var, value in auto_vars(config_path).items():
             environ.setdefault(var, value)
     return environ
+
+
+def file_keys(config_path: Path, templates: Iterable[str]) -> FileKeys:
+    """File keys for a config's test files: the environment's roots and the
+    ``${VAR}`` roots its paths are written under, else the config's folder (see
+    Note [File keys])."""
+    templates = list(templates)
+    env = environment(config_path, templates)
+    return FileKeys.from_env(template_roots(templates, env), env, str(config_path.parent))
 
 
 def expand(value: str, env: Mapping[str, str]) -> tuple[str, list[str]]:

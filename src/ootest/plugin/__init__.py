@@ -70,6 +70,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="results file(s) of earlier runs whose durations balance the shards",
     )
     group.addoption(
+        "--ootest-variants",
+        dest="ootest_variants",
+        metavar="PATH",
+        help="write one JSON line per collected variant (its ID, node ID, file key, class, "
+        "method, op, dtypes, module, decision) and per file that failed to import; with "
+        "--collect-only this enumerates variants without running them",
+    )
+    group.addoption(
+        "--ootest-ops-capture",
+        dest="ootest_ops_capture",
+        metavar="PATH",
+        help="record the aten ops each variant calls on the device and append them to PATH "
+        "(the capture stream 'ootest ops capture' turns into the op map)",
+    )
+    group.addoption(
         "--ootest-no-cache",
         dest="ootest_no_cache",
         action="store_true",
@@ -93,7 +108,13 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     cfg_path = _setting(early_config, "ootest_config")
     device = _setting(early_config, "ootest_device")
     ns = early_config.known_args_namespace
-    others = ("ootest_results", "ootest_timeout", "ootest_resume", "ootest_shard")
+    others = (
+        "ootest_results",
+        "ootest_timeout",
+        "ootest_resume",
+        "ootest_shard",
+        "ootest_variants",
+    )
     if not cfg_path and not device and not any(getattr(ns, o, None) for o in others):
         return
     from ootest.plugin._core import OotestPlugin

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ootest.config.names import Variant
-from ootest.config.paths import norm
+from ootest.config.paths import file_keys, norm
 from ootest.config.when import Context
 from ootest.errors import DeviceError
 from ootest.plugin.inject import Injector
@@ -36,10 +36,25 @@ from ootest.plugin.plan import (
     unique,
 )
 from ootest.plugin.variant import variant_from_item
-from ootest.runner import crash
-from ootest.runner.results import Appender, RunData, read_records
-from ootest.runner.shard import ShardSpec, assign, durations_from
-from ootest.runner.supervise import die_with_parent
+from ootest.record import crash
+from ootest.record.crash import die_with_parent
+from ootest.record.identity import FileKeys, env_roots, node_id
+from ootest.record.results import (
+    CRASHED,
+    ERROR,
+    FAILED,
+    PASSED,
+    SKIPPED,
+    TIMEOUT,
+    XFAILED,
+    XPASSED,
+    XPASSED_STRICT,
+    Appender,
+    RunData,
+    read_records,
+    state_dir,
+)
+from ootest.record.shard import ShardSpec, assign, durations_from
 
 if TYPE_CHECKING:  # pydantic and PyYAML load only when a config must be read
     from ootest.config.load import Config, ResolvedFile
@@ -126,9 +141,10 @@ class OotestPlugin:
     plan: Plan | None
     cache: PlanCache | None
     device: DeviceSpec | None
+    keys: FileKeys = field(default_factory=FileKeys)  # see Note [File keys]
     ctx: Context = field(default_factory=Context.current)
     results_path: Path | None = None
-    stats: dict[str, FileStats] = field(default_factory=dict)
+    stats: dict[str, FileStats] = field(default_factory=dict)  # by file key
     used_patterns: set[int] = field(default_factory=set)  # Plan pattern ids
     seen_files: set[str] = field(default_factory=set)  # normalized paths
     registered_marks: dict[str, pytest.MarkDecorator] = field(default_factory=dict)
@@ -156,7 +172,7 @@ class OotestPlugin:
         cfg = plan = cache = None
         if cfg_path:
             if not plan_cache_disabled(bool(getattr(ns, "ootest_no_cache", False))):
-                cache = PlanCache.open(cfg_path, str(config.rootpath), device)
+                cache = PlanCache.open(cfg_path, str(config.rootpath), device, env_roots())
                 plan = cache.load(ctx)
             if plan is None or plan.inject:
                 cfg = _load(cfg_path)
@@ -185,7 +201,11 @@ class OotestPlugin:
             timeout = plan.timeout
         state = getattr(ns, "ootest_state", None)
         if state is None and results:
-            state = str(Path(results).with_suffix(".state"))
+            state = str(state_dir(Path(results)))
+        if plan is not None:
+            keys = file_keys(Path(plan.source), (t for t, _ in plan.resolved))
+        else:
+            keys = FileKeys.from_env()
         plugin = cls(
             config=config,
             cfg_path=cfg_path,
@@ -193,12 +213,21 @@ class OotestPlugin:
             plan=plan,
             cache=cache,
             device=spec,
+            keys=keys,
             ctx=ctx,
             results_path=Path(results) if results else None,
             timeout=float(timeout) if timeout else None,
             state_dir=Path(state) if state else None,
         )
-        selector = Selector.create(ns)
+        dump = getattr(ns, "ootest_variants", None)
+        if dump:
+            config.pluginmanager.register(VariantDump(Path(dump), plugin), "ootest-variants")
+        capture = getattr(ns, "ootest_ops_capture", None)
+        if capture:
+            from ootest.plugin.opcapture import OpCapture
+
+            config.pluginmanager.register(OpCapture(Path(capture), plugin), "ootest-ops-capture")
+        selector = Selector.create(ns, keys)
         if selector is not None:
             config.pluginmanager.register(selector, "ootest-selector")
         return plugin
@@ -315,18 +344,34 @@ class OotestPlugin:
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
         if not isinstance(collector, pytest.Module):
             return (yield)
+        key = self.keys.key(collector.path)
+        arg = self._node_id(collector.nodeid, collector.nodeid, collector.path)
         if self._inflight is not None:
-            self._track({"phase": "collect", "nodeid": collector.nodeid, "file": collector.nodeid})
+            self._track({"phase": "collect", "nodeid": arg, "variant_id": key, "file": key})
         try:
-            return (yield from self._collect_module(collector))
+            report = yield from self._collect_module(collector, key)
+            # the controller (pytest-xdist) sees only the report: it carries the identity
+            report.ootest_file, report.ootest_nodeid = key, arg
+            return report
         finally:
             if self._inflight is not None:
                 crash.clear_inflight(self._inflight)
 
-    def _collect_module(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
+    def _node_id(self, nodeid: str, module_nodeid: str, path: Path) -> str:
+        """A node ID pytest accepts back (see Note [Node IDs])."""
+        inv = str(self.config.invocation_params.dir)
+        return node_id(nodeid, module_nodeid, str(path), str(self.config.rootpath), inv)
+
+    def item_node_id(self, item: pytest.Item) -> str:
+        mod = item.getparent(pytest.Module)
+        if mod is None:
+            return item.nodeid
+        return self._node_id(item.nodeid, mod.nodeid, mod.path)
+
+    def _collect_module(self, collector: pytest.Collector, key: str) -> Generator[None, Any, Any]:
         rule = self._rule(norm(collector.path))
         if rule is not None:
-            self.stats.setdefault(str(collector.path), FileStats())  # counted even if empty
+            self.stats.setdefault(key, FileStats())  # counted even if empty
         if rule is None or rule.device_restrictions != "bypass" or self.device is None:
             return (yield)
         with self._bypass_env():
@@ -366,32 +411,31 @@ class OotestPlugin:
             gc.unfreeze()
 
     def _decide_all(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        rootdir = str(config.rootpath)
         names = frozenset({self.device.name} if self.device else ())
         cache = self.cache
         planned: list[tuple[pytest.Item, tuple[str, ...]]] = []
         wanted: dict[str, None] = {}
-        # per test file: (normalized path, its rule, its counts, its cached records)
-        per_path: dict[Path, tuple[str, FileRule | None, FileStats | None, Any]] = {}
+        # per test file: (normalized path, file key, its rule, its counts, its cached records)
+        per_path: dict[Path, tuple[str, str, FileRule | None, FileStats | None, Any]] = {}
         for item in items:
             known = per_path.get(item.path)
             if known is None:
                 key = norm(item.path)
+                rel = self.keys.key(item.path)
                 rule = self._rule(key)
                 st = None
                 if rule is not None:
                     self.seen_files.add(key)
-                    st = self.stats.setdefault(str(item.path), FileStats())
+                    st = self.stats.setdefault(rel, FileStats())
                 cached = cache.records(key) if cache is not None else None
-                known = per_path[item.path] = (key, rule, st, cached)
-            key, rule, st, cached = known
+                known = per_path[item.path] = (key, rel, rule, st, cached)
+            key, rel, rule, st, cached = known
             raw = cached.get(item.nodeid) if cached is not None else None
             if raw is not None:
                 rec = record_from_data(raw)
                 self.reused += 1
             else:
                 self.computed += 1
-                rel = os.path.relpath(str(item.path), rootdir)
                 rec = self._compute(item, rel, names, key if rule is not None else None)
                 if cache is not None and self.plan is not None:
                     cache.add(key, item.nodeid, rec)
@@ -406,12 +450,32 @@ class OotestPlugin:
                 self._apply(item, outcome)
             wanted.update(dict.fromkeys(marks))
             planned.append((item, marks))
+        self._deselect_by_node_id(config, items)
         self._marks(wanted)
         for item, mark_names in planned:
             for name in mark_names:
                 item.add_marker(self.registered_marks[name])
         if cache is not None:
             cache.save()
+
+    def _deselect_by_node_id(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """``--deselect`` also takes the node IDs results record (see Note [Node IDs]):
+        pytest's own names a file outside the rootdir by nothing."""
+        prefixes = tuple(config.getoption("deselect", None) or ())
+        if not prefixes:
+            return
+        keep: list[pytest.Item] = []
+        drop: list[pytest.Item] = []
+        for item in items:
+            mod = item.getparent(pytest.Module)
+            spellings = [self.item_node_id(item)]
+            if mod is not None and item.nodeid.startswith(mod.nodeid):  # the absolute form
+                spellings.append(os.path.realpath(mod.path) + item.nodeid[len(mod.nodeid) :])
+            hit = any(n.startswith(prefixes) for n in spellings)
+            (drop if hit else keep).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
 
     def _compute(
         self, item: pytest.Item, rel: str, names: frozenset[str], key: str | None
@@ -494,8 +558,7 @@ class OotestPlugin:
             self._out.write(
                 {
                     "kind": "collection",
-                    "file": os.path.relpath(key, self.config.rootpath),
-                    "path": os.path.realpath(key),
+                    "file": key,
                     "collected": st.collected,
                     "device_variants": st.device_variants,
                     "device": self.device.name if self.device else None,
@@ -525,22 +588,23 @@ class OotestPlugin:
             lr = report.longrepr
             why = str(lr[2]) if isinstance(lr, tuple) and len(lr) == 3 else str(lr)
             outcome, message = (
-                "skipped",
+                SKIPPED,
                 "module skipped at import: " + why.removeprefix("Skipped: "),
             )
         else:
-            outcome, message = "error", "collection failed: " + str(report.longrepr)[-3000:]
+            outcome, message = ERROR, "collection failed: " + str(report.longrepr)[-3000:]
         self.outcomes[outcome] += 1
+        key = str(getattr(report, "ootest_file", None) or report.fspath)
         self._out.write(
             {
                 "kind": "result",
-                "nodeid": report.nodeid,
-                "variant_id": report.nodeid,
-                "file": report.nodeid.split("::")[0],
+                "nodeid": str(getattr(report, "ootest_nodeid", None) or report.nodeid),
+                "variant_id": key,
+                "file": key,
                 "outcome": outcome,
                 "phase": "collect",
                 "mode": None,
-                "reason": message if outcome == "skipped" else None,
+                "reason": message if outcome == SKIPPED else None,
                 "duration": 0.0,
                 "message": message,
                 "time": time.time(),
@@ -553,7 +617,7 @@ class OotestPlugin:
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, Any, Any]:
         if self._inflight is not None:
-            self._track({"phase": "run", "nodeid": item.nodeid, **_fields(item)})
+            self._track({"phase": "run", "pytest_nodeid": item.nodeid, **_fields(item, self)})
         if self.timeout:
             faulthandler.dump_traceback_later(
                 self.timeout, exit=True, file=self._fault_fh or sys.stderr
@@ -606,9 +670,11 @@ class OotestPlugin:
         inflight = None
         if self.state_dir is not None:
             inflight = crash.read_inflight(crash.inflight_path(self.state_dir, wid))
-        if inflight is None or inflight.get("nodeid") != report.nodeid:
-            inflight = {"nodeid": report.nodeid, "variant_id": report.nodeid, "mode": None}
-            inflight["file"] = report.nodeid.split("::")[0]
+        if inflight is None or inflight.get("pytest_nodeid") != report.nodeid:
+            # nothing known about the test beyond what pytest-xdist says
+            file = report.fspath or report.nodeid.split("::")[0]
+            inflight = {"nodeid": report.nodeid, "variant_id": report.nodeid, "file": file}
+            inflight["mode"] = None
         rec = crash.crash_record(inflight)
         rec["message"] = f"pytest-xdist worker {wid}: {rec['message']}"
         return rec
@@ -621,7 +687,7 @@ class OotestPlugin:
         }
         return {
             "kind": "result",
-            "nodeid": report.nodeid,
+            "nodeid": props.get("nodeid", report.nodeid),
             "variant_id": props.get("variant_id", report.nodeid),
             "file": props.get("file", report.fspath),
             "outcome": outcome,
@@ -641,7 +707,7 @@ class OotestPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        fields = _fields(item)
+        fields = _fields(item, self)
         if fields:
             item.user_properties.extend((f"ootest_{k}", v) for k, v in fields.items())
 
@@ -707,12 +773,12 @@ def _load(cfg_path: str) -> Config:
             gc.enable()
 
 
-def _fields(item: pytest.Item) -> dict[str, Any]:
+def _fields(item: pytest.Item, plugin: OotestPlugin) -> dict[str, Any]:
     """The result fields known before a test runs (its variant and its decision)."""
     v = item.stash.get(FACTS, None)
     if v is None:
         return {}
-    out: dict[str, Any] = v._asdict()
+    out: dict[str, Any] = {"nodeid": plugin.item_node_id(item), **v._asdict()}
     d = item.stash.get(OUTCOME, None)
     if d is not None:
         out.update(mode=d.mode, bucket=d.bucket, reason=d.reason, issue=d.issue, origin=d.origin)
@@ -721,23 +787,88 @@ def _fields(item: pytest.Item) -> dict[str, Any]:
     return out
 
 
+class VariantDump:
+    """``--ootest-variants PATH``: every collected variant as one JSON line, with the
+    same IDs, facts and decisions the core plugin gives it (the repository memory
+    enumerates variants with it, test bodies never run), and every file that could
+    not be collected with its error."""
+
+    def __init__(self, path: Path, core: OotestPlugin) -> None:
+        self.path, self.core = path, core
+        self.out: Appender | None = None
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        if not hasattr(config, "workerinput"):  # the controller gets the workers' reports
+            self.path.unlink(missing_ok=True)
+            self.out = Appender(self.path)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.out is not None:
+            self.out.close()
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if self.out is None or not report.failed:
+            return
+        key = str(getattr(report, "ootest_file", None) or report.fspath)
+        message = str(report.longrepr)[-3000:]
+        self.out.write({"kind": "collect_error", "file": key, "message": message})
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        if self.out is None:
+            return
+        core = self.core
+        names = frozenset({core.device.name} if core.device else ())
+        for item in items:
+            v = variant_from_item(item, core.keys.key(item.path), names)
+            d = item.stash.get(OUTCOME, None)
+            self.out.write(
+                {
+                    "kind": "variant",
+                    "variant_id": v.variant_id,
+                    "nodeid": core.item_node_id(item),
+                    "file": v.file,
+                    "cls": v.cls,
+                    "method": v.method,
+                    "op": v.op,
+                    "op_name": v.op_name,
+                    "dtypes": list(v.dtypes),
+                    "module": v.module,
+                    "params": dict(v.params),
+                    "device_variant": v.device_variant,
+                    "mode": d.mode if d is not None else None,
+                    "reason": d.message if d is not None else None,
+                }
+            )
+
+
 class Selector:
     """Drops tests a resumed run already has, and tests of other shards.
 
     Runs last among collection hooks, so ``-k``/``-m`` selection and the core
-    plugin's decisions and collection counts come first.
+    plugin's decisions (which give every item its variant ID) come first.
+    Both key on variant IDs and file keys, never on node IDs: a run resumed
+    from another folder or machine continues where it stopped.
     """
 
     def __init__(
-        self, done: set[str], crashed_files: set[str], shard: ShardSpec | None, durations: Any
+        self,
+        done: set[str],
+        crashed_files: set[str],
+        shard: ShardSpec | None,
+        durations: Any,
+        keys: FileKeys,
     ) -> None:
         self.done = done
         self.crashed_files = crashed_files
         self.shard = shard
         self.durations = durations
+        self.keys = keys
 
     @classmethod
-    def create(cls, ns: Any) -> Selector | None:
+    def create(cls, ns: Any, keys: FileKeys) -> Selector | None:
         resume = getattr(ns, "ootest_resume", None)
         shard_text = getattr(ns, "ootest_shard", None)
         if not resume and not shard_text:
@@ -748,18 +879,17 @@ class Selector:
             data = RunData.from_records(read_records(Path(resume)))
             for key, rec in data.results.items():
                 if rec.get("phase") == "collect":
-                    if rec.get("outcome") in ("crashed", "timeout"):
+                    if rec.get("outcome") in (CRASHED, TIMEOUT):
                         crashed.add(str(rec.get("file")))
                 else:
                     done.add(key)
         shard = ShardSpec.parse(shard_text) if shard_text else None
         paths = [Path(p) for p in getattr(ns, "ootest_durations", None) or []]
-        return cls(done, crashed, shard, durations_from(paths) if shard else {})
+        return cls(done, crashed, shard, durations_from(paths) if shard else {}, keys)
 
     def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
-        if self.crashed_files:
-            rel = os.path.relpath(collection_path, config.rootpath)
-            if rel in self.crashed_files:
+        if self.crashed_files and collection_path.suffix == ".py":
+            if self.keys.key(collection_path) in self.crashed_files:
                 return True  # its collection crashed the process last time
         return None
 
@@ -767,17 +897,23 @@ class Selector:
     def pytest_collection_modifyitems(
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
+        ids = [_variant_id(i) for i in items]
         where: dict[str, int] | None = None
         if self.shard is not None:
-            where, _ = assign((i.nodeid for i in items), self.durations, self.shard.total)
+            where, _ = assign(ids, self.durations, self.shard.total)
         keep: list[pytest.Item] = []
         drop: list[pytest.Item] = []
-        for item in items:
-            other_shard = where is not None and where[item.nodeid] != self.shard.index - 1  # type: ignore[union-attr]
-            (drop if other_shard or item.nodeid in self.done else keep).append(item)
+        for item, vid in zip(items, ids, strict=True):
+            other_shard = where is not None and where[vid] != self.shard.index - 1  # type: ignore[union-attr]
+            (drop if other_shard or vid in self.done else keep).append(item)
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
+
+
+def _variant_id(item: pytest.Item) -> str:
+    facts = item.stash.get(FACTS, None)
+    return facts.variant_id if facts is not None else item.nodeid
 
 
 def classify(report: pytest.TestReport) -> str | None:
@@ -785,19 +921,19 @@ def classify(report: pytest.TestReport) -> str | None:
     wasxfail = hasattr(report, "wasxfail")
     if report.when == "call":
         if report.passed:
-            return "xpassed" if wasxfail else "passed"
+            return XPASSED if wasxfail else PASSED
         if report.skipped:
-            return "xfailed" if wasxfail else "skipped"
+            return XFAILED if wasxfail else SKIPPED
         text = str(report.longrepr) if report.longrepr is not None else ""
-        return "xpassed_strict" if text.startswith("[XPASS(strict)]") else "failed"
+        return XPASSED_STRICT if text.startswith("[XPASS(strict)]") else FAILED
     if report.when == "setup":
         if report.skipped:
-            return "xfailed" if wasxfail else "skipped"
+            return XFAILED if wasxfail else SKIPPED
         if report.failed:
-            return "error"
+            return ERROR
         return None
     if report.failed:  # teardown
-        return "error"
+        return ERROR
     return None
 
 

@@ -242,9 +242,12 @@ class PlanCache:
         self._dirty = False
 
     @classmethod
-    def open(cls, config_path: str, rootdir: str, device: str | None) -> PlanCache:
-        # The working folder too: relative paths in the config resolve against it.
-        where = (paths.norm(config_path), paths.norm(rootdir), os.getcwd(), device)
+    def open(
+        cls, config_path: str, rootdir: str, device: str | None, roots: Iterable[str] = ()
+    ) -> PlanCache:
+        # The working folder too: relative paths in the config resolve against it;
+        # and the roots file keys are made from (Note [File keys]).
+        where = (paths.norm(config_path), paths.norm(rootdir), os.getcwd(), device, *roots)
         key = repr((FORMAT, sys.version_info[:2], *where))
         name = hashlib.sha256(key.encode()).hexdigest()[:24]
         return cls(cache_dir() / "plans" / f"{name}.marshal", _code_stamps())

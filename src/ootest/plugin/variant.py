@@ -126,6 +126,10 @@ def variant_from_item(item: pytest.Item, rel: str, device_names: frozenset[str])
     device_variant = device_type is not None and (
         device_type == "privateuse1" or device_type in device_names
     )
+    if device_type is not None and not device_variant:
+        # Instantiations for another device (cpu, meta...) in the same run are other
+        # variants: the ID says which (the device's own ID carries no device).
+        extra = tuple(sorted((*extra, ("device", device_type))))
     return Variant(
         file=rel,
         cls=template.__name__,

@@ -95,7 +95,7 @@ def test_results(path: str | os.PathLike[str]) -> dict[str, int]:
             else:
                 counts["passed"] += 1
     else:
-        from ootest.runner.results import RunData, read_records
+        from ootest.record.results import RunData, read_records
 
         recs = read_records(p)
         if text.strip() and not any("outcome" in r for r in recs):

@@ -10,10 +10,9 @@ imports torch.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-from ootest.runner.results import Record, RunData, headline
+from ootest.record.results import Record, RunData, headline
 
 HINT_ZERO = (
     "check the test class's only_for=/except_for= and @onlyCUDA-style decorators "
@@ -29,9 +28,9 @@ HINT_DROP = (
 
 @dataclass(frozen=True)
 class GuardFile:
-    """A file the config names: its path as collected, and its ``expect:`` count."""
+    """A file the config names: its file key (Note [File keys]) and ``expect:`` count."""
 
-    path: str  # absolute, real path
+    key: str
     expect: int | None
 
 
@@ -54,13 +53,8 @@ def check(
     threshold: float = 0.05,
 ) -> list[Trip]:
     """Every way this run's collection falls short; empty when it is sound."""
-    now = {os.path.realpath(str(r.get("path") or r["file"])): r for r in run.collection.values()}
-    before: dict[str, Record] = {}
-    if baseline is not None:
-        before = {
-            os.path.realpath(str(r.get("path") or r["file"])): r
-            for r in baseline.collection.values()
-        }
+    now = run.collection
+    before: dict[str, Record] = baseline.collection if baseline is not None else {}
     errors = {
         str(r.get("file")): str(r.get("message") or "")
         for r in run.results.values()
@@ -69,10 +63,10 @@ def check(
     what = "device variants" if device else "tests"
     trips: list[Trip] = []
     for f in files:
-        rec = now.get(f.path)
-        shown = rec["file"] if rec is not None else os.path.relpath(f.path)
+        rec = now.get(f.key)
+        shown = f.key
         n = _count(rec, device) if rec is not None else 0
-        cause = next((m for k, m in errors.items() if f.path.endswith(k)), None)
+        cause = errors.get(f.key)
         if cause is not None or rec is None:
             if cause is not None and cause.startswith("module skipped"):
                 detail = f" ({headline(cause)})"
@@ -93,8 +87,8 @@ def check(
         want, source = None, ""
         if f.expect is not None:
             want, source = f.expect, "the config's expect:"
-        elif f.path in before:
-            want, source = _count(before[f.path], device), "the baseline run"
+        elif f.key in before:
+            want, source = _count(before[f.key], device), "the baseline run"
         if want is not None and n < want * (1 - threshold):
             drop = 100.0 * (want - n) / want if want else 0.0
             trips.append(

@@ -1,6 +1,6 @@
 """Reports made from a run's results: terminal summary, JUnit XML, HTML.
 
-All three are built from the results file alone (see :mod:`ootest.runner.results`),
+All three are built from the results file alone (see :mod:`ootest.record.results`),
 so a merged set of shard results renders exactly like one run. Nothing here
 imports torch.
 """
@@ -16,11 +16,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ootest.record.results import (
+    BAD,
+    CRASHED,
+    ERROR,
+    FAILED,
+    OUTCOMES,
+    PASSED,
+    SKIPPED,
+    TIMEOUT,
+    XFAILED,
+    XPASSED,
+    XPASSED_STRICT,
+    Record,
+    RunData,
+    blocking,
+    headline,
+)
 from ootest.runner.guard import Trip
-from ootest.runner.results import BAD, OUTCOMES, Record, RunData, blocking, headline
 
-LABELS = {"xpassed_strict": "strict xpass"}
-RAN_OK = ("passed", "xpassed")
+LABELS = {XPASSED_STRICT: "strict xpass"}
+RAN_OK = (PASSED, XPASSED)
 
 
 @dataclass
@@ -38,7 +54,7 @@ class Promotions:
                 p.xpassed.append(r)
             elif r["outcome"] == "xpassed_strict":
                 p.strict.append(r)
-            elif r["outcome"] == "skipped" and r.get("capable"):
+            elif r["outcome"] == SKIPPED and r.get("capable"):
                 p.capable.setdefault(str(r.get("origin") or r.get("reason")), []).append(r)
         return p
 
@@ -48,7 +64,7 @@ class Promotions:
 
 _MISSING = re.compile(r"Could not run '(aten::[\w.]+)'")
 _DTYPE = re.compile(r"(aten::[\w.]+) does not support dtype (\w+)")
-FAILING = ("failed", "error", "crashed", "timeout", "xfailed")
+FAILING = (FAILED, ERROR, CRASHED, TIMEOUT, XFAILED)
 
 
 def cause(rec: Record) -> str:
@@ -60,7 +76,7 @@ def cause(rec: Record) -> str:
     m = _DTYPE.search(msg)
     if m:
         return f"{m[1]}: dtype {m[2]} not supported"
-    if rec["outcome"] in ("crashed", "timeout"):
+    if rec["outcome"] in (CRASHED, TIMEOUT):
         return f"{rec['outcome']}" + (f" ({rec['signal']})" if rec.get("signal") else "")
     return headline(msg)[:120] or rec["outcome"]
 
@@ -91,7 +107,7 @@ def _axis_rates(data: RunData) -> tuple[dict[str, list[int]], dict[str, list[int
         o = r["outcome"]
         if o == "skipped":
             continue
-        good = int(o in RAN_OK or o == "xfailed")
+        good = int(o in RAN_OK or o == XFAILED)
         op = r.get("op")
         dtypes = str(r.get("dtype") or "").split(",") if r.get("dtype") else []
         targets: list[list[int]] = []
@@ -120,8 +136,8 @@ def print_summary(
     console = Console(width=max(Console().width, 120))
     table = Table(title="ootest summary")
     table.add_column("file", no_wrap=True, overflow="fold")
-    present = [o for o in OUTCOMES if o not in ("crashed", "timeout", "error")]
-    present += [o for o in ("error", "crashed", "timeout") if data.counts()[o]]
+    present = [o for o in OUTCOMES if o not in (CRASHED, TIMEOUT, ERROR)]
+    present += [o for o in (ERROR, CRASHED, TIMEOUT) if data.counts()[o]]
     for o in present:
         table.add_column(LABELS.get(o, o), justify="right")
     total: Counter[str] = Counter()
@@ -133,7 +149,7 @@ def print_summary(
     reasons = Counter(
         str(r.get("reason") or r.get("message") or "?")
         for r in data.records()
-        if r["outcome"] == "skipped"
+        if r["outcome"] == SKIPPED
     )
     if reasons:
         console.print("[b]top skip reasons[/b]")
@@ -167,7 +183,7 @@ def print_summary(
     bad = [r for r in data.records() if blocking(r)]
     for r in bad[:20]:
         o = r["outcome"]
-        kind = {"xpassed_strict": "strict xfail PASSED (promote it)"}.get(o, o.upper())
+        kind = {XPASSED_STRICT: "strict xfail PASSED (promote it)"}.get(o, o.upper())
         first = headline(r.get("message"))
         text = esc(str(r["variant_id"])) + (f": {esc(first)}" if first else "")
         console.print(f"[red]{kind}[/red] {text}")
@@ -182,7 +198,7 @@ def print_summary(
 def _cell(outcome: str, n: int) -> str:
     if not n:
         return "[dim]0[/dim]"
-    color = "green" if outcome == "passed" else None
+    color = "green" if outcome == PASSED else None
     if outcome in BAD or outcome == "xpassed_strict":
         color = "red"
     elif outcome == "xpassed":
@@ -205,16 +221,16 @@ def junit(data: RunData, name: str = "ootest") -> ET.ElementTree[ET.Element]:
         c: Counter[str] = Counter()
         duration = 0.0
         for r in recs:
-            nodeid = str(r.get("nodeid") or r["variant_id"])
-            parts = nodeid.split("::")
-            module = parts[0].removesuffix(".py").replace("/", ".")
+            # the file key names the file (the node ID may hold an absolute path)
+            parts = [file, *str(r.get("nodeid") or r["variant_id"]).split("::")[1:]]
+            module = file.removesuffix(".py").replace("/", ".")
             classname = ".".join([module, *parts[1:-1]])
             case = ET.SubElement(
                 suite,
                 "testcase",
                 classname=classname,
                 name=parts[-1],
-                file=parts[0],
+                file=file,
                 time=f"{float(r.get('duration') or 0):.3f}",
             )
             props = ET.SubElement(case, "properties")
@@ -223,13 +239,13 @@ def junit(data: RunData, name: str = "ootest") -> ET.ElementTree[ET.Element]:
                     ET.SubElement(props, "property", name=f"ootest.{key}", value=str(r[key]))
             o, msg = r["outcome"], str(r.get("message") or "")
             first = headline(msg) or o
-            if o in ("failed", "xpassed_strict"):
+            if o in (FAILED, XPASSED_STRICT):
                 ET.SubElement(case, "failure", message=first, type=o).text = msg
                 c["failures"] += 1
-            elif o in ("error", "crashed", "timeout"):
+            elif o in (ERROR, CRASHED, TIMEOUT):
                 ET.SubElement(case, "error", message=first, type=o).text = msg
                 c["errors"] += 1
-            elif o in ("skipped", "xfailed"):
+            elif o in (SKIPPED, XFAILED):
                 why = str(r.get("reason") or first)
                 ET.SubElement(case, "skipped", message=why, type=o)
                 c["skipped"] += 1

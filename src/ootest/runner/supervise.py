@@ -2,7 +2,7 @@
 
 ``ootest run`` starts pytest (with the plugin) as a child process and watches
 the results file grow. When the child dies before it says it finished, the test
-it had in flight (see :mod:`ootest.runner.crash`) is recorded as ``crashed`` or
+it had in flight (see :mod:`ootest.record.crash`) is recorded as ``crashed`` or
 ``timeout`` and pytest starts again with ``--ootest-resume``: every test that
 has a result is deselected, so the run continues after the crasher rather than
 from the top. Each restart adds one result, so the loop always ends.
@@ -17,9 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -27,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from ootest.runner import crash
-from ootest.runner.results import Appender, RunData, read_records
+from ootest.record import crash
+from ootest.record.results import Appender, RunData, read_records
 
 #: Child output shown while the progress bar runs (the rest is in the log):
 #: device build progress and errors that stop pytest.
@@ -82,7 +80,7 @@ class Supervisor:
             out.write(rec)
             out.close()
             attempt.crash = rec
-            key = (rec.get("phase"), rec.get("nodeid"))
+            key = (rec.get("phase"), rec.get("variant_id") or rec.get("nodeid"))
             if key in self._crashed:  # resuming did not get past it: stop, never loop
                 attempt.repeated = True
                 return attempt
@@ -188,19 +186,3 @@ class _Tail:
 
 def _records_since(path: Path, offset: int) -> list[dict[str, object]]:
     return _Tail(path, offset).new()
-
-
-def die_with_parent() -> None:
-    """In the pytest child: exit when ``ootest run`` dies (Linux ``PR_SET_PDEATHSIG``)."""
-    parent = os.environ.pop("OOTEST_PARENT_PID", None)  # not for grandchildren (xdist workers)
-    if not parent or not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if str(os.getppid()) != parent:  # the parent died before prctl took effect
-        os._exit(1)

@@ -11,14 +11,13 @@ lands in exactly one shard without any coordination.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ootest.errors import UserError
-from ootest.runner.results import RunData
+from ootest.record.results import CUT_SHORT, RunData
 
 
 @dataclass(frozen=True)
@@ -60,12 +59,12 @@ def assign(
 
 
 def durations_from(paths: Iterable[Path], files: set[str] | None = None) -> dict[str, float]:
-    """Per-test durations (by nodeid) from earlier results files; with ``files`` (real
-    paths), only tests of those files (a result's file is relative to the working dir)."""
+    """Per-test durations by variant ID from earlier results files; with ``files``
+    (file keys, see Note [File keys]), only tests of those files."""
     data = RunData.load(*paths)
     return {
         key: float(r.get("duration") or 0.0)
         for key, r in data.results.items()
-        if r.get("outcome") not in ("crashed", "timeout")  # a cut-short time is no estimate
-        and (files is None or os.path.realpath(str(r.get("file"))) in files)
+        if r.get("outcome") not in CUT_SHORT  # a cut-short time is no estimate
+        and (files is None or str(r.get("file")) in files)
     }

@@ -22,11 +22,12 @@ import json
 import os
 import re
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from ootest.runner.results import Record
+from ootest.record.results import CRASHED, TIMEOUT, Record
 
 _FATAL = {
     "Segmentation fault": "SIGSEGV",
@@ -36,6 +37,10 @@ _FATAL = {
     "Floating point exception": "SIGFPE",
     "Illegal instruction": "SIGILL",
 }
+
+
+#: In-flight fields that are not result fields.
+_NOT_RESULT = ("fault_log", "start", "timeout", "pytest_nodeid")
 
 
 def worker_id(workerinput: dict[str, Any] | None = None) -> str:
@@ -105,18 +110,18 @@ def crash_record(inflight: dict[str, Any], returncode: int | None = None) -> Rec
         if m:
             sig = _FATAL.get(m[1].strip())
     if timeout is not None:
-        outcome = "timeout"
+        outcome = TIMEOUT
         why = f"timed out after {inflight.get('timeout')} s (per-test timeout); process killed"
     elif sig is not None:
-        outcome = "crashed"
+        outcome = CRASHED
         why = f"process died of {sig}"
     elif returncode is not None:
-        outcome = "crashed"
+        outcome = CRASHED
         why = f"process exited with status {returncode} in the middle of the test (os._exit?)"
     else:
-        outcome = "crashed"
+        outcome = CRASHED
         why = "process died without a fault report (SIGKILL, OOM killer or os._exit)"
-    rec: Record = {k: v for k, v in inflight.items() if k not in ("fault_log", "start", "timeout")}
+    rec: Record = {k: v for k, v in inflight.items() if k not in _NOT_RESULT}
     rec.update(
         kind="result",
         outcome=outcome,
@@ -132,3 +137,19 @@ def crash_record(inflight: dict[str, Any], returncode: int | None = None) -> Rec
 
 def _last_lines(text: str, n: int = 25) -> str:
     return "\n".join(text.strip().splitlines()[:n])
+
+
+def die_with_parent() -> None:
+    """In the pytest child: exit when ``ootest run`` dies (Linux ``PR_SET_PDEATHSIG``)."""
+    parent = os.environ.pop("OOTEST_PARENT_PID", None)  # not for grandchildren (xdist workers)
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if str(os.getppid()) != parent:  # the parent died before prctl took effect
+        os._exit(1)

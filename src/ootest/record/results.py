@@ -31,17 +31,25 @@ Record = dict[str, Any]
 
 #: Every outcome a result record can carry, in report order.
 OUTCOMES = (
-    "passed",
-    "failed",
-    "error",
-    "crashed",
-    "timeout",
-    "xfailed",
-    "xpassed",
-    "xpassed_strict",
-    "skipped",
+    PASSED := "passed",
+    FAILED := "failed",
+    ERROR := "error",
+    CRASHED := "crashed",
+    TIMEOUT := "timeout",
+    XFAILED := "xfailed",
+    XPASSED := "xpassed",
+    XPASSED_STRICT := "xpassed_strict",
+    SKIPPED := "skipped",
 )
-BAD = frozenset({"failed", "error", "crashed", "timeout"})
+BAD = frozenset({FAILED, ERROR, CRASHED, TIMEOUT})
+#: Outcomes of a test whose process died in it: its duration is no estimate.
+CUT_SHORT = frozenset({CRASHED, TIMEOUT})
+
+
+def state_dir(results: Path) -> Path:
+    """Where the processes of a run keep their in-flight and fault files: next to
+    the results file (``results.jsonl`` -> ``results.jsonl.state``)."""
+    return results.with_name(results.name + ".state")
 
 
 class Appender:
@@ -120,7 +128,7 @@ def read_records(path: Path, *, missing_ok: bool = True) -> list[Record]:
 
 @dataclass
 class RunData:
-    """A run's records, deduplicated: the last result per test wins."""
+    """A run's records, deduplicated: the last result per variant ID wins."""
 
     results: dict[str, Record] = field(default_factory=dict)
     collection: dict[str, Record] = field(default_factory=dict)
@@ -134,7 +142,7 @@ class RunData:
         for i, rec in enumerate(records):
             kind = rec.get("kind")
             if kind == "result" and "outcome" in rec:
-                key = rec.get("nodeid") or rec.get("variant_id") or f"#{i}"  # foreign: no ID
+                key = rec.get("variant_id") or rec.get("nodeid") or f"#{i}"  # foreign: no ID
                 data.results[str(key)] = rec
             elif kind == "collection" and "file" in rec:
                 old = data.collection.get(rec["file"])
@@ -172,9 +180,9 @@ class RunData:
         c = {"passed": 0, "failed": 0, "skipped": 0}
         for r in self.results.values():
             o = r["outcome"]
-            if o in ("passed", "xfailed", "xpassed"):
+            if o in (PASSED, XFAILED, XPASSED):
                 c["passed"] += 1
-            elif o == "skipped":
+            elif o == SKIPPED:
                 c["skipped"] += 1
             else:
                 c["failed"] += 1
@@ -184,7 +192,7 @@ class RunData:
 
 def blocking(rec: Record) -> bool:
     """A result that fails the run: a mandatory test that did not pass, or a strict xpass."""
-    if rec["outcome"] == "xpassed_strict":
+    if rec["outcome"] == XPASSED_STRICT:
         return True
     return rec["outcome"] in BAD and rec.get("mode") in (None, "mandatory_success")
 

@@ -1,0 +1,299 @@
+"""``--ootest-ops-capture PATH``: record the aten ops every variant calls on the device.
+
+Note [Op capture]
+While a test runs (setup, call and teardown), a ``TorchDispatchMode`` sees every
+aten call below autograd: the calls a backend's kernels receive. It keeps a call
+when at least one tensor argument (or a ``device=`` argument) is on the device
+under test, so CPU reference computations inside a test are not recorded. The hot
+path is one dict lookup per call; an op seen for the first time in a variant is
+written at once (before it runs), so a test that kills its process leaves the
+ops it reached, the last of them being where it stopped. When the test ends the
+remaining call counts and how it ended (outcome, the op whose kernel raised,
+the exception type) follow.
+
+``torch.compile``: the mode is switched off while Dynamo and AOT Autograd compile
+(``ignore_compile_internals``; otherwise every compiled test would fall back to
+eager and test something else), and the forward/backward graphs AOT Autograd
+produces are read from its ``aot_graphs`` log and recorded as ``compiled``; the
+calls the compiled artifact then makes at run time are recorded as usual.
+
+A variant whose test source branches on the device (``device_type``, ``'cuda' in
+device``, ``TEST_CUDA``...) is flagged: its ops may differ on another device.
+
+Each process appends its own lines to PATH (one ``write`` per line, so pytest-xdist
+workers never interleave); the format is the op map's capture stream
+(ootest.opmap.capture).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import re
+import time
+from collections.abc import Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ootest.record.results import Appender
+
+if TYPE_CHECKING:
+    from ootest.plugin._core import OotestPlugin
+
+_BRANCH = re.compile(
+    r"\bdevice_type\b|\bself\.device\b|\bdevice\s*(?:==|!=)|['\"](?:cuda|cpu|xpu|mps)['\"]\s*(?:in|==|!=)"
+    r"|\bin\s+\(?['\"](?:cuda|cpu)|\.startswith\(\s*['\"](?:cuda|cpu)|\bis_cuda\b|\bTEST_CUDA\b"
+    r"|torch\.cuda\.is_available|\bonlyOn|\bskipIf(?:Cuda|Cpu|Xpu|Mps)|\bdeviceCountAtLeast\b"
+)
+_GRAPH_OP = re.compile(r"torch\.ops\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)")
+
+
+@functools.cache
+def _branches_on_device(func: Any) -> bool:
+    try:
+        src = inspect.getsource(func)
+    except (OSError, TypeError):
+        return False
+    return _BRANCH.search(src) is not None
+
+
+def _graph_op_name(ns: str, name: str, overload: str) -> str:
+    return f"{ns}::{name}" if overload == "default" else f"{ns}::{name}.{overload}"
+
+
+class OpCapture:
+    """The pytest side of the op map: streams each variant's ops (Note [Op capture])."""
+
+    def __init__(self, path: Path, core: OotestPlugin) -> None:
+        self.path, self.core = path, core
+        self.out: Appender | None = None
+        self.mode: Any = None
+        self.variant: str | None = None
+        self.nodeid: str | None = None
+        self.file: str | None = None
+        self.outcome: str | None = None
+        self._log_handler: logging.Handler | None = None
+
+    # ---------------------------------------------------------------- session
+    def pytest_configure(self, config: pytest.Config) -> None:
+        if getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput"):
+            return  # a pytest-xdist controller runs no test
+        fresh = not self.path.exists() or self.path.stat().st_size == 0
+        self.out = Appender(self.path)
+        if fresh:
+            self.out.write(self._provenance())
+        self.mode = _make_mode(self)
+        self._log_handler = _watch_aot_graphs(self)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self._log_handler is not None:
+            _unwatch_aot_graphs(self._log_handler)
+        if self.out is not None:
+            self.out.close()
+            self.out = None
+
+    def _provenance(self) -> dict[str, Any]:
+        from importlib.metadata import PackageNotFoundError, version
+
+        import torch
+
+        try:
+            ootest_version = version("ootest")
+        except PackageNotFoundError:
+            ootest_version = None
+        dev = self.core.device
+        return {
+            "kind": "provenance",
+            "torch_version": str(torch.__version__),
+            "torch_git": str(getattr(torch.version, "git_version", "") or ""),
+            "device": dev.name if dev else None,
+            "profile": dev.target if dev is not None and dev.kind == "emu" else None,
+            "ootest_version": ootest_version,
+            "time": time.time(),
+        }
+
+    # ---------------------------------------------------------------- per test
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, Any, Any]:
+        from ootest.plugin._core import FACTS
+
+        facts = item.stash.get(FACTS, None)
+        if self.out is None or self.mode is None or facts is None:
+            return (yield)
+        self.variant, self.file = facts.variant_id, facts.file
+        self.nodeid = self.core.item_node_id(item)
+        self.outcome = None
+        self.mode.start()
+        obj = getattr(item, "obj", None)
+        if _branches_on_device(getattr(obj, "__func__", obj)):
+            self.out.write({"kind": "device_branch", "variant_id": self.variant})
+        try:
+            with self.mode:
+                return (yield)
+        finally:
+            self._finish()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from ootest.plugin._core import classify
+
+        if self.variant is None:
+            return
+        outcome = classify(report)
+        if outcome is not None and (self.outcome is None or outcome != "passed"):
+            self.outcome = outcome  # teardown errors override a passed call
+
+    def _finish(self) -> None:
+        mode, out = self.mode, self.out
+        if out is None or mode is None:
+            return
+        rest = {name: n - 1 for name, n in mode.counts_by_name().items() if n > 1}
+        if rest:
+            out.write(self._ops(rest, "eager"))
+        stop, error = mode.stop
+        out.write(
+            {
+                "kind": "stop",
+                "variant_id": self.variant,
+                "op": stop,
+                "outcome": self.outcome,
+                "error": error,
+            }
+        )
+        self.variant = None
+
+    def _ops(self, ops: dict[str, int], mode: str) -> dict[str, Any]:
+        return {
+            "kind": "ops",
+            "variant_id": self.variant,
+            "nodeid": self.nodeid,
+            "file": self.file,
+            "mode": mode,
+            "ops": ops,
+        }
+
+    def first_call(self, name: str) -> None:
+        """An op the variant had not called before: written before it runs."""
+        if self.out is not None:
+            self.out.write(self._ops({name: 1}, "eager"))
+
+    def compiled_graph(self, text: str) -> None:
+        if self.out is None or self.variant is None:
+            return
+        ops: dict[str, int] = {}
+        for m in _GRAPH_OP.finditer(text):
+            name = _graph_op_name(*m.groups())
+            ops[name] = ops.get(name, 0) + 1
+        if ops:
+            self.out.write(self._ops(ops, "compiled"))
+
+
+def _make_mode(capture: OpCapture) -> Any:
+    """The recording dispatch mode (defined here: it needs torch, imported late)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    base: Any = TorchDispatchMode  # untyped: torch's own annotations are not strict-clean
+    device = capture.core.device.name if capture.core.device else "privateuseone"
+    tensor = torch.Tensor
+    names: dict[Any, str] = {}  # OpOverload -> "aten::add.Tensor"
+
+    def on_device(args: Any, kwargs: dict[str, Any]) -> bool:
+        for a in args:
+            if isinstance(a, tensor):
+                if a.device.type == device:
+                    return True
+            elif isinstance(a, (list, tuple)):
+                for b in a:
+                    if isinstance(b, tensor) and b.device.type == device:
+                        return True
+        if kwargs:
+            d = kwargs.get("device")
+            if d is not None and getattr(d, "type", str(d).partition(":")[0]) == device:
+                return True
+            return on_device(tuple(v for k, v in kwargs.items() if k != "device"), {})
+        return False
+
+    class Recording(base):  # type: ignore[misc]
+        @classmethod
+        def ignore_compile_internals(cls) -> bool:
+            return True  # compile as usual; graphs come from the aot_graphs log
+
+        def start(self) -> None:
+            self.counts: dict[Any, int] = {}
+            self.stop: tuple[str | None, str | None] = (None, None)
+
+        def counts_by_name(self) -> dict[str, int]:
+            return {names[f]: n for f, n in self.counts.items()}
+
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            kwargs = kwargs or {}
+            if on_device(args, kwargs):
+                n = self.counts.get(func)
+                if n is None:
+                    name = names.get(func)
+                    if name is None:
+                        name = names[func] = func.name()
+                    self.counts[func] = 1
+                    capture.first_call(name)
+                else:
+                    self.counts[func] = n + 1
+            try:
+                return func(*args, **kwargs)
+            except Exception as e:
+                if self.stop[0] is None:  # the innermost op: the one whose kernel raised
+                    name = names.get(func) or func.name()
+                    self.stop = (name, type(e).__name__)
+                raise
+
+    mode: Any = Recording()
+    mode.start()
+    return mode
+
+
+class _GraphLog(logging.Handler):
+    def __init__(self, capture: OpCapture) -> None:
+        super().__init__(logging.DEBUG)
+        self.capture = capture
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.capture.compiled_graph(record.getMessage())
+        except Exception:  # never let a log line break a test
+            pass
+
+
+def _aot_graph_loggers() -> list[logging.Logger]:
+    """AOT Autograd's ``aot_graphs`` artifact loggers (one per module that logs graphs)."""
+    import torch._functorch.aot_autograd  # noqa: F401  (creates them)
+
+    names = [n for n in logging.root.manager.loggerDict if n.endswith(".__aot_graphs")]
+    return [logging.getLogger(n) for n in sorted(names)]
+
+
+def _watch_aot_graphs(capture: OpCapture) -> logging.Handler | None:
+    try:
+        import torch._logging
+
+        torch._logging.set_logs(aot_graphs=True)  # type: ignore[attr-defined]
+        loggers = _aot_graph_loggers()
+    except Exception:  # an older or newer torch without them: eager capture only
+        return None
+    handler = _GraphLog(capture)
+    for log in loggers:
+        log.addHandler(handler)
+    return handler
+
+
+def _unwatch_aot_graphs(handler: logging.Handler) -> None:
+    import torch._logging
+
+    for log in _aot_graph_loggers():
+        log.removeHandler(handler)
+    torch._logging.set_logs()  # type: ignore[attr-defined]

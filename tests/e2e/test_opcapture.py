@@ -1,0 +1,124 @@
+"""The op capture in the pytest child (Note [Op capture]), on emu, in subprocesses."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import run
+
+UPSTREAM = """
+import os
+import signal
+
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+
+class TestCap(TestCase):
+    def test_cpu_reference(self, device):
+        expected = torch.arange(4.0).mul(3).neg()  # on the CPU: not the device's business
+        got = torch.arange(4.0, device=device) + torch.ones(4, device=device)
+        self.assertEqual(got.cpu() - 1, expected.div(-3))
+
+    def test_missing_op(self, device):
+        x = torch.ones(5, device=device).exp()
+        torch.cumsum(x, 0)
+
+    def test_segfault(self, device):
+        torch.ones(2, device=device).sin()
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    def test_branches(self, device):
+        if self.device_type == "cuda":
+            torch.ones(2, device=device).cos()
+        torch.ones(2, device=device).tanh()
+
+    def test_compiled(self, device):
+        def f(a, b):
+            return torch.mm(a, b).relu()
+
+        g = torch.compile(f, backend="aot_eager")
+        a = torch.ones(2, 2, device=device)
+        self.assertEqual(g(a, a).cpu(), torch.full((2, 2), 2.0))
+
+
+instantiate_device_type_tests(TestCap, globals())
+
+if __name__ == "__main__":
+    run_tests()
+"""
+
+
+def _stream(path: Path) -> tuple[dict[str, dict[str, int]], dict[str, Any], list[dict[str, Any]]]:
+    """(variant -> eager ops with summed counts, variant -> stop record, all records)."""
+    ops: dict[str, dict[str, int]] = defaultdict(dict)
+    stops: dict[str, Any] = {}
+    recs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    for r in recs:
+        if r["kind"] == "ops" and r["mode"] == "eager":
+            for name, n in r["ops"].items():
+                ops[r["variant_id"]][name] = ops[r["variant_id"]].get(name, 0) + n
+        elif r["kind"] == "stop":
+            stops[r["variant_id"]] = r
+    return ops, stops, recs
+
+
+def test_capture_records_device_ops_stops_and_crashes(tmp_path: Path) -> None:
+    (tmp_path / "test_cap.py").write_text(UPSTREAM)
+    cap = tmp_path / "ops.jsonl"
+    r = run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_cap.py", "-q",
+         "--ootest-device", "emu:young", "--ootest-ops-capture", str(cap)],
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode < 0, r.stdout[-3000:] + r.stderr[-3000:]  # died in test_segfault
+    ops, stops, recs = _stream(cap)
+    V = f"{tmp_path.name}/test_cap.py::TestCap::"  # no root, no git, no config: folder/file
+    assert recs[0]["kind"] == "provenance" and recs[0]["device"] == "emu"
+    assert recs[0]["profile"] == "young" and recs[0]["torch_version"].startswith("2.")
+
+    ref = ops[V + "test_cpu_reference"]
+    assert "aten::add.Tensor" in ref and "aten::arange" in ref
+    assert not {"aten::mul.Tensor", "aten::neg", "aten::div.Tensor"} & set(ref), ref
+    assert stops[V + "test_cpu_reference"]["outcome"] == "passed"
+
+    stop = stops[V + "test_missing_op"]
+    assert stop["op"] == "aten::cumsum" and stop["error"] == "NotImplementedError"
+    assert stop["outcome"] == "failed"
+    assert "aten::exp" in ops[V + "test_missing_op"]
+
+    # Tests run in file order up to the crash: the crasher's ops are on disk already.
+    crashed = ops[V + "test_segfault"]
+    assert "aten::sin" in crashed and V + "test_segfault" not in stops
+    last = [x for x in recs if x.get("variant_id") == V + "test_segfault"][-1]
+    assert last["ops"] == {"aten::sin": 1}  # the last op it reached
+
+    branch = {x["variant_id"] for x in recs if x["kind"] == "device_branch"}
+    assert branch == {V + "test_branches"}
+    assert "aten::tanh" in ops[V + "test_branches"]
+    assert "aten::cos" not in ops[V + "test_branches"]
+
+
+def test_compiled_graphs_are_recorded_as_compiled(tmp_path: Path) -> None:
+    (tmp_path / "test_cap.py").write_text(UPSTREAM)
+    cap = tmp_path / "ops.jsonl"
+    r = run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_cap.py", "-q",
+         "-k", "compiled", "--ootest-device", "emu:full", "--ootest-ops-capture", str(cap)],
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "torch.ops.aten" not in r.stdout + r.stderr  # the graphs are read, not printed
+    _, stops, recs = _stream(cap)
+    V = f"{tmp_path.name}/test_cap.py::TestCap::"
+    compiled: set[str] = set()
+    for x in recs:
+        if x["kind"] == "ops" and x["mode"] == "compiled":
+            compiled |= set(x["ops"])
+    assert {"aten::mm", "aten::relu"} <= compiled, compiled
+    assert stops[V + "test_compiled"]["outcome"] == "passed"

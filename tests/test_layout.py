@@ -1,0 +1,49 @@
+"""The package layout the README promises: who may import whom (read from the source)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "ootest"
+
+#: package -> packages of ootest it must never import (at any depth, lazily or not)
+FORBIDDEN = {
+    "record": {"plugin", "runner", "cli", "config", "relay", "device"},
+    "plugin": {"runner", "cli"},
+    "runner": {"plugin", "cli"},
+    "config": {"plugin", "runner", "cli"},
+    "relay": {"plugin", "cli"},
+}
+
+
+def _imports(path: Path) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return {m for m in out if m.startswith("ootest.")}
+
+
+def test_packages_import_only_what_the_layout_allows() -> None:
+    bad: list[str] = []
+    for pkg, banned in FORBIDDEN.items():
+        for path in sorted((SRC / pkg).rglob("*.py")):
+            for mod in _imports(path):
+                top = mod.split(".")[1]
+                if top in banned:
+                    bad.append(f"{path.relative_to(SRC)} imports {mod}")
+    # nothing outside cli imports cli
+    for path in sorted(SRC.rglob("*.py")):
+        if "cli" not in path.relative_to(SRC).parts:
+            bad += [f"{path.relative_to(SRC)} imports {m}" for m in _imports(path) if ".cli" in m]
+    assert bad == []
+
+
+def test_the_check_sees_a_forbidden_import(tmp_path: Path) -> None:
+    f = tmp_path / "x.py"
+    f.write_text("def f():\n    from ootest.runner.supervise import Supervisor\n")
+    assert _imports(f) == {"ootest.runner.supervise", "ootest.runner.supervise.Supervisor"}
