@@ -38,3 +38,56 @@ def spyre_dir() -> Path:
     if not SPYRE.is_dir():
         pytest.skip("shared/compat is not next to this checkout")
     return SPYRE
+
+
+# ------------------------------------------------------ the checkout stays untouched
+# Tests write only into their own tmp dirs: the suite fails if a file in the
+# checkout appeared, changed or vanished while it ran (tool caches excepted).
+_TOOL_DIRS = {
+    ".git",
+    ".venv",
+    ".cache",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".hypothesis",
+}
+
+
+def checkout_files(root: Path = ROOT) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _TOOL_DIRS and not d.endswith(".egg-info")]
+        for f in files:
+            p = os.path.join(folder, f)
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            out[os.path.relpath(p, root)] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
+def _controller(config: pytest.Config) -> bool:
+    return not hasattr(config, "workerinput")
+
+
+_BEFORE = pytest.StashKey[dict[str, tuple[int, int]]]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _controller(session.config):
+        session.config.stash[_BEFORE] = checkout_files()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    before = session.config.stash.get(_BEFORE, None)
+    if before is None or os.environ.get("OOTEST_ALLOW_CHECKOUT_WRITES"):
+        return
+    after = checkout_files()
+    changed = sorted({p for p in before.keys() | after.keys() if before.get(p) != after.get(p)})
+    if changed:
+        shown = "\n  ".join(changed[:20])
+        sys.stderr.write(f"\nTests changed files in the checkout:\n  {shown}\n")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
