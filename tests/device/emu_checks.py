@@ -108,3 +108,22 @@ def test_torch_compile_eager_backends_work_and_inductor_fails_cleanly() -> None:
     # Inductor has no codegen for emu: an ordinary Python exception, not a crash.
     with pytest.raises(Exception):  # noqa: B017
         torch.compile(f)(x)
+
+
+def test_rng_functions_of_a_backend_module() -> None:
+    """What upstream tests call on the device module (nn.functional.rrelu saves and
+    restores the device RNG): emu's generator is the CPU one."""
+    emu = torch.emu
+    emu.manual_seed(123)
+    assert emu.initial_seed() == 123
+    state = emu.get_rng_state()
+    first = torch.rand(4, device="emu").cpu()
+    emu.set_rng_state(state)
+    assert torch.equal(torch.rand(4, device="emu").cpu(), first)
+    emu.set_rng_state_all(emu.get_rng_state_all())
+    torch.manual_seed(7)  # seeds every device, emu included, without recursion
+    a = torch.rand(3, device="emu").cpu()
+    emu.manual_seed_all(7)
+    assert torch.equal(torch.rand(3, device="emu").cpu(), a)
+    emu.seed()
+    assert emu.initial_seed() != 7

@@ -193,8 +193,38 @@ def _device_module() -> types.ModuleType:
     def _is_in_bad_fork() -> bool:
         return False
 
+    # Random numbers: emu's default generator *is* the CPU one (its hooks return
+    # it, and random ops run through the CPU kernels), so the RNG functions a
+    # backend module is expected to have act on it. Seeding emu seeds the CPU.
+    gen = torch.default_generator
+
+    def manual_seed(seed: int) -> None:
+        gen.manual_seed(int(seed))
+
     def manual_seed_all(seed: int) -> None:
-        return None  # random ops run through the CPU generator
+        gen.manual_seed(int(seed))  # not torch.manual_seed: that calls back into this
+
+    def seed() -> None:
+        gen.seed()
+
+    def seed_all() -> None:
+        gen.seed()
+
+    def initial_seed() -> int:
+        return int(gen.initial_seed())
+
+    def get_rng_state(device: Any = "emu") -> Any:
+        return gen.get_state()
+
+    def set_rng_state(new_state: Any, device: Any = "emu") -> None:
+        gen.set_state(new_state)
+
+    def get_rng_state_all() -> list[Any]:
+        return [gen.get_state()]
+
+    def set_rng_state_all(new_states: Any) -> None:
+        for state in new_states:
+            gen.set_state(state)
 
     def get_amp_supported_dtype() -> list[Any]:
         return [torch.float16, torch.bfloat16]
@@ -207,7 +237,15 @@ def _device_module() -> types.ModuleType:
         synchronize,
         is_initialized,
         _is_in_bad_fork,
+        manual_seed,
         manual_seed_all,
+        seed,
+        seed_all,
+        initial_seed,
+        get_rng_state,
+        set_rng_state,
+        get_rng_state_all,
+        set_rng_state_all,
         get_amp_supported_dtype,
     ):
         setattr(mod, fn.__name__, fn)
