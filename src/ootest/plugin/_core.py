@@ -702,6 +702,7 @@ class OotestPlugin:
             "capable": props.get("capable", False),
             "duration": round(report.duration, 4),
             "message": _excerpt(report),
+            "where": _where(report),
             "time": time.time(),
         }
 
@@ -935,6 +936,14 @@ def classify(report: pytest.TestReport) -> str | None:
     if report.failed:  # teardown
         return ERROR
     return None
+
+
+def _where(report: pytest.TestReport) -> str | None:
+    """``file.py:line`` where a failure was raised (the innermost frame pytest shows)."""
+    crash = getattr(report.longrepr, "reprcrash", None) if report.failed else None
+    if crash is None:
+        return None
+    return f"{os.path.basename(str(crash.path))}:{crash.lineno}"
 
 
 def _excerpt(report: pytest.TestReport | pytest.CollectReport) -> str | None:
