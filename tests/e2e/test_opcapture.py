@@ -38,6 +38,9 @@ class TestCap(TestCase):
             torch.ones(2, device=device).cos()
         torch.ones(2, device=device).tanh()
 
+    def test_tail(self, device):  # runs after the segfault (tests run in name order)
+        torch.ones(2, device=device).abs()
+
     def test_compiled(self, device):
         def f(a, b):
             return torch.mm(a, b).relu()
@@ -122,3 +125,31 @@ def test_compiled_graphs_are_recorded_as_compiled(tmp_path: Path) -> None:
             compiled |= set(x["ops"])
     assert {"aten::mm", "aten::relu"} <= compiled, compiled
     assert stops[V + "test_compiled"]["outcome"] == "passed"
+
+
+def test_ops_capture_survives_a_segfault_and_answers_queries(tmp_path: Path) -> None:
+    from tests.conftest import ootest
+
+    (tmp_path / "test_cap.py").write_text(UPSTREAM)
+    db = tmp_path / "out" / "ops.db"
+    r = ootest(
+        "ops", "capture", "test_cap.py", "--device", "emu:young", "--db", str(db), "-q",
+        "--", "-k", "not compiled", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "1 crash(es) recovered" in r.stdout
+    V = f"{tmp_path.name}/test_cap.py::TestCap::"
+
+    def for_test(name: str) -> dict[str, Any]:
+        q = ootest("ops", "for-test", V + name, "--db", str(db), "--json", cwd=tmp_path)
+        assert q.returncode == 0, q.stderr
+        out: dict[str, Any] = json.loads(q.stdout)
+        return out
+
+    crashed = for_test("test_segfault")
+    assert "aten::sin" in json.dumps(crashed) and "crashed" in json.dumps(crashed)
+    stop = for_test("test_missing_op")
+    assert "aten::cumsum" in json.dumps(stop)
+    # the run resumed past the crash: the variant after it was recorded too
+    q = ootest("ops", "tests-for", "aten::abs", "--db", str(db), "--json", cwd=tmp_path)
+    assert q.returncode == 0 and V + "test_tail" in q.stdout, q.stdout + q.stderr

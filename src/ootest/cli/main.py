@@ -18,7 +18,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 70, 130
 
 
 def _parser() -> argparse.ArgumentParser:
-    from ootest.cli import config_cmd, relay_cmd, report_cmd, run_cmd
+    from ootest.cli import config_cmd, ops_cmd, relay_cmd, report_cmd, run_cmd
 
     p = argparse.ArgumentParser(
         prog="ootest",
@@ -30,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     config_cmd.add_parser(sub)
     relay_cmd.add_parser(sub)
     relay_cmd.add_init_parser(sub)
+    ops_cmd.add_parser(sub)
     return p
 
 

@@ -1,0 +1,140 @@
+"""``ootest ops capture CONFIG|TESTPATH... --device emu:full``: fill the op map.
+
+Runs the variants under the recording dispatch mode (Note [Op capture]) in the
+same supervised pytest as ``ootest run`` (a segfault costs one variant, not the
+capture; it is recorded with the ops it reached and the last of them as where
+it stopped), then ingests the capture into the index. The capture stream and
+the results stay next to the index (``<db>.capture/``) for inspection. torch is
+imported only in the pytest child.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from ootest.errors import UserError
+
+
+def add_parser(osub: Any) -> None:
+    a = osub.add_parser(
+        "capture",
+        help="run tests under the op recorder and add what they call to the index",
+        description="Run tests (a config's files or test paths) on the device with every aten "
+        "op they call recorded per variant; a crash costs one variant. Capture once on "
+        "emu:full (every op available) and answer for any backend from its declared ops.",
+    )
+    a.add_argument("targets", nargs="+", metavar="CONFIG|TESTPATH")
+    a.add_argument("--device", default="emu:full", help="the device (default: emu:full)")
+    a.add_argument("--db", type=Path, default=Path(".ootest") / "ops.db")
+    a.add_argument("--shard", metavar="I/N", help="capture shard I of N (merge with 'ops merge')")
+    a.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress")
+    a.set_defaults(func=capture)
+
+
+def _pytest_command(args: argparse.Namespace, stream: Path) -> list[str]:
+    configs = [t for t in args.targets if t.endswith((".yaml", ".yml"))]
+    paths = [t for t in args.targets if t not in configs]
+    if len(configs) > 1:
+        raise UserError("ops capture: give at most one config (or test paths)")
+    cmd = [sys.executable, "-m", "pytest"]
+    if configs:
+        from ootest.config.load import load_config
+
+        cfg = load_config(configs[0])
+        paths += list(dict.fromkeys(str(rf.path) for rf in cfg.files))
+        cmd += ["--ootest-config", str(cfg.source)]
+    for p in paths:
+        if not Path(p.split("::")[0]).exists():
+            raise UserError(f"ops capture: {p}: no such test file or folder")
+    cmd += paths
+    cmd += ["-p", "no:cacheprovider", "-p", "no:faulthandler", "--continue-on-collection-errors"]
+    cmd += ["-q", "-rN", "--ootest-device", args.device, "--ootest-ops-capture", str(stream)]
+    cmd += ["--ootest-timeout", str(args.timeout)]
+    if args.shard:
+        cmd += ["--ootest-shard", args.shard]
+    return [*cmd, *args.pytest_args]
+
+
+def capture(args: argparse.Namespace) -> int:
+    from ootest.cli.run_cmd import _Progress
+    from ootest.opmap.store import OpStore
+    from ootest.record.results import RunData, read_records, state_dir
+    from ootest.record.shard import ShardSpec
+    from ootest.runner.supervise import Supervisor
+
+    if args.shard:
+        ShardSpec.parse(args.shard)
+    work = args.db.with_name(args.db.name + ".capture")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    stream, results = work / "ops.jsonl", work / "results.jsonl"
+    cmd = _pytest_command(args, stream)
+    print(f"ootest: capturing ops on {args.device} into {args.db}", flush=True)
+    sup = Supervisor(
+        pytest_cmd=cmd, results=results, state=state_dir(results), log=work / "pytest.log",
+        timeout=args.timeout,
+    )  # fmt: skip
+    with _Progress(enabled=not args.quiet) as progress:
+        sup.on_progress = progress.update
+        sup.on_line = progress.say
+        last = sup.run()
+    data = RunData.from_records(read_records(results))
+    if not stream.exists() or (not data.results and not last.finished):
+        raise UserError(
+            f"ops capture: pytest stopped before running any test (exit {last.returncode}); "
+            f"its output is in {work / 'pytest.log'}"
+        )
+    extra = _stops_of_crashes(stream, data.results.values())
+    with OpStore.open(args.db, create=True) as store:
+        rep = store.ingest_records(_records(stream, extra), source=str(stream))
+    crashes = sum(1 for a in sup.attempts if a.crash is not None)
+    print(
+        f"ootest: {len(data.results)} results, {rep.variants} variants with ops, "
+        f"{rep.edges} edges; {crashes} crash(es) recovered; index {args.db}"
+    )
+    return 0
+
+
+def _records(stream: Path, extra: list[dict[str, Any]]) -> Any:
+    from ootest.opmap.capture import read_capture
+
+    for _, rec, _ in read_capture(stream):
+        yield rec
+    yield from extra
+
+
+def _stops_of_crashes(stream: Path, results: Any) -> list[dict[str, Any]]:
+    """A test that killed its process wrote no stop line: its result says how it
+    ended, and the last op it reached (written before it ran) is where it stopped."""
+    last_op: dict[str, str] = {}
+    stopped: set[str] = set()
+    with open(stream, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("kind") == "ops" and rec.get("mode") == "eager" and rec.get("ops"):
+                last_op[str(rec["variant_id"])] = next(reversed(rec["ops"]))
+            elif rec.get("kind") == "stop":
+                stopped.add(str(rec.get("variant_id")))
+    out = []
+    for r in results:
+        vid = str(r.get("variant_id"))
+        if r.get("outcome") in ("crashed", "timeout") and vid not in stopped:
+            out.append(
+                {
+                    "kind": "stop",
+                    "variant_id": vid,
+                    "op": last_op.get(vid),
+                    "outcome": r["outcome"],
+                    "error": r.get("signal"),
+                }
+            )
+    return out

@@ -1,0 +1,460 @@
+"""``ootest ops``: the op map (which aten ops each test variant calls).
+
+Every action reads or writes one SQLite index (``--db``, default
+``.ootest/ops.db``); none imports torch (the capture, which runs the tests,
+is the integrator's ``ops capture``). Tables for people; ``--json`` for tools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ootest.errors import UserError
+
+_DB_HELP = "the op map index (default: .ootest/ops.db)"
+
+
+def add_parser(sub: Any) -> Any:
+    """Register ``ootest ops``; returns its subparsers (``ops capture`` adds itself there)."""
+    p = sub.add_parser(
+        "ops", help="the op map: which ops each test calls, what enabling one unblocks"
+    )
+    osub = p.add_subparsers(dest="ops_command", required=True, metavar="ACTION")
+
+    def action(name: str, help_: str, func: Any) -> argparse.ArgumentParser:
+        a: argparse.ArgumentParser = osub.add_parser(name, help=help_)
+        a.add_argument("--db", type=Path, default=Path(".ootest") / "ops.db", help=_DB_HELP)
+        a.set_defaults(func=func)
+        return a
+
+    a = action("ingest", "add capture files (JSON lines) to the index", ingest)
+    a.add_argument("captures", nargs="+", metavar="CAPTURE.jsonl")
+    a = action("merge", "merge indexes (one per shard) into --db", merge)
+    a.add_argument("sources", nargs="+", metavar="SHARD.db")
+    a = action("tests-for", "the variants calling an op (overload or packet)", tests_for)
+    a.add_argument("op", metavar="OP", help="aten::add.Tensor, aten::add, add, aten.add.Tensor")
+    a.add_argument("--limit", type=int, default=50, help="rows shown (default 50; 0: all)")
+    a.add_argument("--json", action="store_true", help="every variant, as JSON")
+    a = action("for-test", "the ops one variant calls", for_test)
+    a.add_argument("variant", metavar="VARIANT", help="variant ID, or a unique prefix/substring")
+    a.add_argument("--json", action="store_true")
+    a = action("missing", "ops used but not supported, and which to enable first", missing)
+    src = a.add_mutually_exclusive_group(required=True)
+    src.add_argument("--supported", type=Path, metavar="FILE", help="YAML or text list of ops")
+    src.add_argument("--device", metavar="emu:PROFILE", help="an emu profile, e.g. emu:young")
+    src.add_argument("--config", type=Path, metavar="FILE", help="a config's supported_ops")
+    a.add_argument("--top", type=int, default=10, help="ops in the plan (default 10)")
+    a.add_argument("--limit", type=int, default=30, help="ops ranked in the table (default 30)")
+    a.add_argument("--json", action="store_true")
+    a = action("enable", "the config diff that enables an op, and what it unblocks", enable)
+    a.add_argument("op", metavar="OP")
+    a.add_argument("--config", type=Path, required=True, metavar="FILE")
+    a.add_argument("--in", dest="target", type=Path, metavar="FILE", help="the file to edit")
+    a.add_argument("--write", action="store_true", help="edit the config file in place")
+    a.add_argument("--limit", type=int, default=30, help="variants listed (default 30; 0: all)")
+    a.add_argument("--json", action="store_true")
+    a = action("affected", "the variants a backend change can affect", affected)
+    how = a.add_mutually_exclusive_group(required=True)
+    how.add_argument("--ops", metavar="OP,OP", help="changed ops, comma-separated")
+    how.add_argument("--diff", metavar="BASE..HEAD", help="read kernel registrations in a diff")
+    a.add_argument("--src", type=Path, metavar="DIR", help="the backend's git checkout (--diff)")
+    a.add_argument("--out", type=Path, metavar="FILE", help="write the variant IDs, one a line")
+    a.add_argument("--json", action="store_true")
+    a = action("stats", "counts, captures and the most used ops", stats)
+    a.add_argument("--top", type=int, default=20)
+    a.add_argument("--json", action="store_true")
+    from ootest.cli import capture_cmd
+
+    capture_cmd.add_parser(osub)
+    return osub
+
+
+# ------------------------------------------------------------------ helpers
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(width=max(Console().width, 100), highlight=False)
+
+
+def _esc(text: object) -> str:
+    from rich.markup import escape
+
+    return escape(str(text))
+
+
+def _dump(data: Any) -> int:
+    json.dump(data, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _flags(f: Any) -> dict[str, Any]:
+    return {
+        "device_dependent": f.uncertain,
+        "device_branch": f.device_branch,
+        "varies": f.varies,
+        "partial": f.partial,
+        "why": f.why,
+    }
+
+
+def _note(f: Any) -> str:
+    return _esc(f.short())
+
+
+def _store(args: argparse.Namespace, *, create: bool = False) -> Any:
+    from ootest.opmap.store import OpStore
+
+    return OpStore.open(args.db, create=create)
+
+
+# ------------------------------------------------------------------ writing
+def ingest(args: argparse.Namespace) -> int:
+    with _store(args, create=True) as store:
+        rep = store.ingest_files(args.captures)
+    _print_ingest(args.db, rep, "ingested")
+    return 0
+
+
+def merge(args: argparse.Namespace) -> int:
+    if any(Path(s).resolve() == Path(args.db).resolve() for s in args.sources):
+        raise UserError(f"merge: --db {args.db} is also a source; merge into another file")
+    with _store(args, create=True) as store:
+        rep = store.merge(args.sources)
+    _print_ingest(args.db, rep, "merged")
+    return 0
+
+
+def _print_ingest(db: Path, rep: Any, verb: str) -> None:
+    print(
+        f"{verb} {len(rep.sources)} file(s) into {db} in {rep.seconds:.1f} s: "
+        f"{rep.variants} variant(s) touched, captures {rep.captures}, {rep.edges} edges in all"
+    )
+    for path in rep.truncated:
+        print(f"{path}: the last line was cut short (the writer stopped mid-line); ignored it")
+
+
+# ------------------------------------------------------------------ queries
+def tests_for(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        limit = None if args.json or args.limit <= 0 else args.limit
+        res = store.tests_for(args.op, limit=limit)
+    if args.json:
+        return _dump(
+            {
+                "op": res.query,
+                "overloads": list(res.ops),
+                "total": res.total,
+                "variants": [
+                    {"variant_id": h.variant_id, "modes": list(h.modes), "calls": h.calls}
+                    | _flags(h.flags)
+                    for h in res.variants
+                ],
+            }
+        )
+    from rich.table import Table
+
+    con = _console()
+    con.print(f"[b]{_esc(res.query)}[/b]: {res.total} variant(s)")
+    table = Table()
+    table.add_column("variant", overflow="fold")
+    table.add_column("mode")
+    table.add_column("calls", justify="right")
+    table.add_column("note", overflow="fold", max_width=24)
+    for h in res.variants:
+        table.add_row(_esc(h.variant_id), ",".join(h.modes), str(h.calls), _note(h.flags))
+    con.print(table)
+    con.print(f"overloads: {_esc(', '.join(res.ops))}")
+    if res.total > len(res.variants):
+        con.print(
+            f"... and {res.total - len(res.variants)} more (--limit 0 or --json for all; "
+            "shown: the first captured)"
+        )
+    return 0
+
+
+def for_test(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        res = store.for_test(args.variant)
+    if args.json:
+        return _dump(
+            {
+                "variant_id": res.variant_id,
+                "nodeid": res.nodeid,
+                "file": res.file,
+                **_flags(res.flags),
+                "ops": [vars(o) for o in res.ops],
+                "captures": [
+                    {
+                        "capture": e.capture.id,
+                        "device": e.capture.device,
+                        "profile": e.capture.profile,
+                        "torch_version": e.capture.torch_version,
+                        "outcome": e.outcome,
+                        "stopped_on": e.stopped_on,
+                        "error": e.error,
+                        "n_ops": e.n_ops,
+                    }
+                    for e in res.captures
+                ],
+            }
+        )
+    from rich.table import Table
+
+    con = _console()
+    con.print(f"[b]{_esc(res.variant_id)}[/b]: {len({o.op for o in res.ops})} op(s)")
+    table = Table()
+    table.add_column("op")
+    table.add_column("mode")
+    table.add_column("calls", justify="right")
+    for o in res.ops:
+        table.add_row(_esc(o.op), o.mode, str(o.calls))
+    con.print(table)
+    for e in res.captures:
+        stop = f", stopped on {e.stopped_on}" if e.stopped_on else ""
+        err = f" ({e.error})" if e.error else ""
+        outcome = e.outcome or "no outcome recorded"
+        con.print(f"{_esc(e.capture.label())}: {_esc(outcome + stop + err)}")
+    if res.flags.uncertain or res.flags.partial:
+        con.print(f"[yellow]{_esc(res.flags.note())}[/yellow]")
+    if res.file or res.nodeid:
+        con.print(f"[dim]file {_esc(res.file)}, node ID {_esc(res.nodeid)}[/dim]")
+    return 0
+
+
+def _support(args: argparse.Namespace) -> tuple[Any, list[str]]:
+    from ootest.opmap import support
+
+    if args.supported is not None:
+        return support.from_file(args.supported), []
+    if args.device is not None:
+        if not str(args.device).startswith("emu"):
+            raise UserError(
+                f"--device {args.device}: expected emu:<profile> (emu:young, emu:full); "
+                "for another backend pass --supported FILE or --config FILE"
+            )
+        return support.from_emu(args.device), []
+    return support.from_config(args.config)
+
+
+def missing(args: argparse.Namespace) -> int:
+    from ootest.opmap.missing import missing as compute
+
+    if args.top < 0:
+        raise UserError(f"--top {args.top}: expected 0 or more ops")
+    sup, notes = _support(args)
+    with _store(args) as store:
+        rep = compute(store, sup, top=args.top)
+    if args.json:
+        return _dump(
+            {
+                "source": rep.source,
+                "variants": rep.total,
+                "blocked": rep.blocked,
+                "needs": [vars(n) | {"overloads": list(n.overloads)} for n in rep.needs],
+                "plan": [vars(s) for s in rep.plan],
+                "notes": notes,
+            }
+        )
+    from rich.table import Table
+
+    con = _console()
+    for n in notes:
+        con.print(f"[dim]note: {_esc(n)}[/dim]")
+    con.print(
+        f"{rep.blocked} of {rep.total} variants call an op {_esc(rep.source)} does not support"
+    )
+    con.print("[b]missing ops[/b], by the variants each would unblock alone")
+    table = Table()
+    table.add_column("op (rule)")
+    table.add_column("unblocks alone", justify="right")
+    table.add_column("variants calling", justify="right")
+    table.add_column("overloads", overflow="fold")
+    shown = rep.needs if args.limit <= 0 else rep.needs[: args.limit]
+    for need in shown:
+        alone = str(need.alone) + (
+            f" ({need.alone_uncertain} may differ per device)" if need.alone_uncertain else ""
+        )
+        over = ", ".join(need.overloads[:4]) + (" ..." if len(need.overloads) > 4 else "")
+        table.add_row(_esc(need.rule), alone, str(need.variants), _esc(over))
+    con.print(table)
+    if len(rep.needs) > len(shown):
+        con.print(f"... and {len(rep.needs) - len(shown)} more ops (--limit 0 or --json)")
+    if rep.plan:
+        done = rep.plan[-1].cumulative
+        con.print(
+            f"[b]enable these {len(rep.plan)} ops to unblock {done} variants[/b] "
+            "(greedy: each the op that unblocks the most given the ones before):"
+        )
+        for i, s in enumerate(rep.plan, 1):
+            con.print(f"  {i:2d}. {_esc(s.rule):30s} +{s.unblocks:<7d} = {s.cumulative}")
+    return 0
+
+
+def enable(args: argparse.Namespace) -> int:
+    from ootest.opmap.enable import enable as compute
+
+    with _store(args) as store:
+        rep = compute(store, args.config, args.op, target=args.target)
+    written = False
+    if args.write and rep.edit is not None:
+        rep.edit.write()
+        written = True
+    if args.json:
+        return _dump(
+            {
+                "op": rep.op,
+                "config": str(rep.config),
+                "file": str(rep.target) if rep.target else None,
+                "diff": rep.edit.diff if rep.edit else "",
+                "written": written,
+                "already": rep.already,
+                "covers": list(rep.covers),
+                "unblocked": [
+                    {"variant_id": u.variant_id} | _flags(u.flags) for u in rep.unblocked
+                ],
+                "still_blocked": [
+                    {"variant_id": s.variant_id, "missing": list(s.missing)} | _flags(s.flags)
+                    for s in rep.still_blocked
+                ],
+                "entries": [vars(e) for e in rep.entries],
+                "notes": rep.notes,
+            }
+        )
+    con = _console()
+    for n in rep.notes:
+        con.print(f"[dim]note: {_esc(n)}[/dim]")
+    if rep.already and rep.edit is None:
+        con.print(f"nothing to change: {_esc(rep.already)}")
+        return 0
+    if rep.already:
+        con.print(f"[yellow]{_esc(rep.already)}[/yellow]")
+    assert rep.edit is not None
+    sys.stdout.write(rep.edit.diff)
+    sys.stdout.flush()
+    con.print(
+        f"{'wrote' if written else 'would write (--write to apply)'} {_esc(rep.edit.path)}; "
+        f"{_esc(rep.op)} covers {_esc(', '.join(rep.covers) or 'no recorded op')}"
+    )
+    limit = None if args.limit <= 0 else args.limit
+    con.print(
+        f"[b]{len(rep.unblocked)} variant(s) waited only on {_esc(rep.op)}[/b] (now unblocked):"
+    )
+    for u in rep.unblocked[:limit]:
+        note = f"  [yellow]({_note(u.flags)})[/yellow]" if _note(u.flags) else ""
+        con.print(f"  {_esc(u.variant_id)}{note}")
+    _more(con, rep.unblocked, limit)
+    con.print(f"[b]{len(rep.still_blocked)} variant(s) calling it still miss other ops:[/b]")
+    for s in rep.still_blocked[:limit]:
+        con.print(f"  {_esc(s.variant_id)}: {_esc(', '.join(s.missing))}")
+    _more(con, rep.still_blocked, limit)
+    if rep.entries:
+        con.print("config entries that may be removable now (check with a run; not edited):")
+        for e in rep.entries:
+            said = " (its reason names the op)" if e.mentions_op else ""
+            why = f": {e.reason}" if e.reason else ""
+            con.print(f"  {_esc(e.origin)}: {_esc(e.what)}{_esc(why)}{said}")
+    return 0
+
+
+def _more(con: Any, items: list[Any], limit: int | None) -> None:
+    if limit is not None and len(items) > limit:
+        con.print(f"  ... and {len(items) - limit} more (--limit 0 or --json for all)")
+
+
+def affected(args: argparse.Namespace) -> int:
+    from ootest.opmap.affected import affected as compute
+    from ootest.opmap.affected import ops_from_diff, registered_op
+
+    change = None
+    with _store(args) as store:
+        if args.ops is not None:
+            names = [n for n in (s.strip() for s in args.ops.split(",")) if n]
+            if not names:
+                raise UserError("--ops: expected one or more op names, e.g. aten::mm,aten::add")
+            rep = compute(store, [store.parse(n) for n in names])
+        else:
+            if args.src is None:
+                raise UserError("--diff needs --src DIR, the backend's git checkout")
+            change = ops_from_diff(args.src, args.diff)
+            reasons = [f"could not map {u}" for u in change.unmapped]
+            ops = [registered_op(o) for o in sorted(change.ops)]
+            rep = compute(store, ops, everything_because=reasons or None)
+            rep.change = change
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text("".join(f"{v}\n" for v in rep.variants), encoding="utf-8")
+    if args.json:
+        return _dump(
+            {
+                "everything": rep.everything,
+                "reasons": rep.reasons,
+                "ops": rep.ops,
+                "per_op": rep.per_op,
+                "unknown_ops": rep.unknown_ops,
+                "kept": len(rep.variants),
+                "total": rep.total,
+                "uncertain_kept": rep.uncertain_kept,
+                "unmapped": [vars(u) for u in change.unmapped] if change else [],
+                "ignored": change.ignored if change else [],
+                "variants": rep.variants,
+                "out": str(args.out) if args.out else None,
+            }
+        )
+    con = _console()
+    if change is not None:
+        for f in change.ignored:
+            con.print(f"[dim]ignored {_esc(f)}[/dim]")
+    for op in rep.ops:
+        if op in rep.per_op:
+            con.print(f"{_esc(op)}: {rep.per_op[op]} variant(s) call it")
+    for op in rep.unknown_ops:
+        con.print(f"[yellow]{_esc(op)}: not in the op map (no captured variant calls it)[/yellow]")
+    if rep.everything:
+        con.print("[yellow]run everything[/yellow]:")
+        for r in rep.reasons:
+            con.print(f"  {_esc(r)}")
+    elif rep.uncertain_kept:
+        con.print(f"kept {rep.uncertain_kept} variant(s) whose ops may differ per device")
+    where = f"; wrote {_esc(args.out)}" if args.out else ""
+    con.print(f"kept {len(rep.variants)} of {rep.total} variants{where}")
+    return 0
+
+
+def stats(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        st = store.stats(top=args.top)
+    if args.json:
+        return _dump(
+            {
+                "variants": st.variants,
+                "ops": st.ops,
+                "edges": st.edges,
+                "device_dependent": st.device_dependent,
+                "partial": st.partial,
+                "captures": [vars(c) for c in st.captures],
+                "top_ops": [{"op": o, "variants": n} for o, n in st.top_ops],
+            }
+        )
+    from rich.table import Table
+
+    con = _console()
+    con.print(
+        f"{_esc(args.db)}: {st.variants} variants, {st.ops} ops, {st.edges} edges, "
+        f"{len(st.captures)} capture(s); {st.device_dependent} variant(s) may differ per "
+        f"device, {st.partial} with a possibly incomplete op set"
+    )
+    for c in st.captures:
+        con.print(f"  {_esc(c.label())} from {_esc(c.source)}")
+    con.print(f"[b]top {len(st.top_ops)} ops[/b] by variants calling them")
+    table = Table()
+    table.add_column("op")
+    table.add_column("variants", justify="right")
+    for op, n in st.top_ops:
+        table.add_row(_esc(op), str(n))
+    con.print(table)
+    return 0

@@ -1,0 +1,156 @@
+"""Op names: how a spelled name becomes an overload or a packet.
+
+Note [Op names in the op map]
+The index stores overloads as ``ns::name`` (the default overload) or
+``ns::name.overload``, and each overload's packet ``ns::name``. People and
+tools spell ops in several ways; all of these name the same things:
+
+==========================  ==================================
+spelled                     means
+==========================  ==================================
+``aten::add.Tensor``        the overload ``aten::add.Tensor``
+``aten.add.Tensor``         the same (``torch.ops`` spelling)
+``torch.ops.aten.add.Tensor`` the same
+``add.Tensor``              the same (``aten`` is implied)
+``aten::add`` / ``add``     the packet ``aten::add``
+``aten.add.default``        the default overload ``aten::add``
+==========================  ==================================
+
+A query (``tests-for``) names a packet or an overload exactly. A *support
+rule* (a supported-ops list, an emu profile, a config's ``supported_ops``)
+follows the emu device's rule instead, so that a profile means the same to
+the op map as to the device: a name without overload covers its packet and
+the in-place packet (``add`` covers ``aten::add.*`` and ``aten::add_.*``);
+a name with an overload covers that overload only. See
+``ootest.device.emu._resolve_ops``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ootest.errors import UserError
+
+# Namespaces recognised in the dotted spelling (``aten.add.Tensor``) without
+# consulting an index; a store adds the namespaces it holds.
+KNOWN_NAMESPACES = frozenset({"aten", "prims"})
+
+
+@dataclass(frozen=True, slots=True)
+class OpName:
+    """A parsed op name: an overload (``overload`` is a string, ``""`` for the
+    default overload) or a packet (``overload`` is None)."""
+
+    ns: str
+    name: str
+    overload: str | None
+
+    @property
+    def packet(self) -> str:
+        return f"{self.ns}::{self.name}"
+
+    @property
+    def is_packet(self) -> bool:
+        return self.overload is None
+
+    def __str__(self) -> str:
+        if self.overload:
+            return f"{self.packet}.{self.overload}"
+        return self.packet
+
+
+def parse_op(text: str, namespaces: Iterable[str] = KNOWN_NAMESPACES) -> OpName:
+    """Parse any spelling in Note [Op names in the op map].
+
+    Raises :class:`UserError` for text that cannot be an op name.
+    """
+    raw = text
+    s = text.strip().removeprefix("torch.ops.")
+    ns = "aten"
+    if "::" in s:
+        ns, _, s = s.partition("::")
+    else:
+        head, dot, rest = s.partition(".")
+        if dot and head in set(namespaces) and rest:
+            ns, s = head, rest
+    name, dot, overload = s.partition(".")
+    if not ns or not name or (dot and not overload) or not _ident(ns) or not _ident(name):
+        raise UserError(
+            f"expected an op name such as 'aten::add.Tensor', 'aten::add' or 'add'; found {raw!r}"
+        )
+    if not dot:
+        return OpName(ns, name, None)
+    if overload == "default":
+        overload = ""
+    elif not _ident(overload):
+        raise UserError(
+            f"expected an op name such as 'aten::add.Tensor', 'aten::add' or 'add'; found {raw!r}"
+        )
+    return OpName(ns, name, overload)
+
+
+def overload_of(recorded: str) -> OpName:
+    """The overload a recorded name stands for (a recorded name never is a packet)."""
+    op = parse_op(recorded)
+    return op if op.overload is not None else OpName(op.ns, op.name, "")
+
+
+def _ident(s: str) -> bool:
+    return s.replace("_", "a").isalnum() and not s[0].isdigit()
+
+
+@dataclass(frozen=True)
+class SupportSet:
+    """Which recorded overloads a backend declares it supports.
+
+    ``everything`` stands for a profile of ``ops: ["*"]``; ``always`` are
+    overloads available whatever the profile says (emu's native kernels).
+    """
+
+    source: str
+    overloads: frozenset[str] = frozenset()
+    packets: frozenset[str] = frozenset()
+    always: frozenset[str] = frozenset()
+    everything: bool = False
+
+    @classmethod
+    def from_names(
+        cls, names: Iterable[str], source: str, always: Iterable[str] = ()
+    ) -> SupportSet:
+        """Support rules from names (Note [Op names in the op map]); ``*`` = every op."""
+        overloads: set[str] = set()
+        packets: set[str] = set()
+        everything = False
+        for n in names:
+            if n.strip() == "*":
+                everything = True
+                continue
+            op = parse_op(n)
+            (packets if op.is_packet else overloads).add(str(op))
+        return cls(
+            source,
+            frozenset(overloads),
+            frozenset(packets),
+            frozenset(str(overload_of(a)) for a in always),
+            everything,
+        )
+
+    def covers(self, recorded: str) -> bool:
+        """Whether the recorded overload ``recorded`` (``ns::name[.overload]``, as
+        the index stores it) is supported (emu's rule)."""
+        if self.everything or recorded in self.overloads or recorded in self.always:
+            return True
+        packet = recorded.partition(".")[0]
+        return packet in self.packets or (packet.endswith("_") and packet[:-1] in self.packets)
+
+    def with_rule(self, name: str) -> SupportSet:
+        """This set plus one more rule (what enabling an op adds)."""
+        op = parse_op(name)
+        if op.is_packet:
+            return SupportSet(
+                self.source, self.overloads, self.packets | {str(op)}, self.always, self.everything
+            )
+        return SupportSet(
+            self.source, self.overloads | {str(op)}, self.packets, self.always, self.everything
+        )

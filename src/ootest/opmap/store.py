@@ -1,0 +1,672 @@
+"""The op map index: one SQLite file of variants, ops and who calls what.
+
+Note [Op map schema]
+Integer ids everywhere, names once. ``edge`` is a WITHOUT ROWID table keyed
+(variant, op, mode), so a variant's ops are one range scan; ``edge_by_op``
+(op, variant, mode, calls) covers ``tests-for`` without touching the table.
+``op.variants`` is each op's posting list (the sorted ids of the variants
+calling it, packed uint32s), derived from ``edge`` after every write: the
+questions about many ops at once (``missing``, ``enable``, ``affected``)
+combine posting lists in memory instead of reading millions of rows.
+Edges are the union over every capture ingested; per capture the store keeps,
+in ``variant_capture``, how the variant ended and a fingerprint of its op set
+(count and sum of 48-bit name hashes: order- and id-independent, so two
+databases compare without translating ids). Two captures with different
+fingerprints for one variant make it ``varies``; a ``device_branch`` record in
+any capture makes it device-dependent; either way answers say "may differ per
+device: run it" instead of trusting the recorded ops.
+
+Note [Combining captures]
+Within one capture, call counts of a variant's lines add up (a variant may be
+written in several lines). A capture is identified by its provenance line;
+ingesting the same capture again, or a second capture, keeps the larger count
+per edge (so re-ingesting is idempotent and merging shards of one run gives
+exactly the rows of one capture of the whole run).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import sqlite3
+import sys
+import time
+from array import array
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import repeat
+from pathlib import Path
+from types import TracebackType
+from typing import Any, NamedTuple
+
+from ootest.errors import UserError
+from ootest.opmap.capture import ReadStats, read_capture
+from ootest.opmap.names import KNOWN_NAMESPACES, OpName, parse_op
+
+SCHEMA_VERSION = 1
+DEFAULT_DB = Path(".ootest") / "ops.db"
+MODE_NAMES = ("eager", "compiled")
+_MODE_SETS = {1: ("eager",), 2: ("compiled",), 3: ("eager", "compiled")}  # by mode bits
+# Outcomes after which the recorded ops are the variant's whole op set; any
+# other (failed, crashed, skipped, ...) may have stopped before later ops ran.
+COMPLETE_OUTCOMES = frozenset({"passed", "xpassed", "xpassed_strict"})
+PROVENANCE_KEYS = ("torch_version", "torch_git", "device", "profile", "ootest_version")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS capture(
+  id INTEGER PRIMARY KEY,
+  torch_version TEXT NOT NULL, torch_git TEXT NOT NULL, device TEXT NOT NULL,
+  profile TEXT NOT NULL, ootest_version TEXT NOT NULL, time REAL NOT NULL,
+  source TEXT NOT NULL, ingested REAL NOT NULL,
+  UNIQUE(torch_version, torch_git, device, profile, ootest_version, time));
+CREATE TABLE IF NOT EXISTS op(
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, packet TEXT NOT NULL, h INTEGER NOT NULL,
+  variants BLOB NOT NULL DEFAULT x'');
+CREATE INDEX IF NOT EXISTS op_by_packet ON op(packet);
+CREATE TABLE IF NOT EXISTS variant(
+  id INTEGER PRIMARY KEY, variant_id TEXT NOT NULL UNIQUE, nodeid TEXT, file TEXT,
+  device_branch INTEGER NOT NULL DEFAULT 0, varies INTEGER NOT NULL DEFAULT 0,
+  partial INTEGER NOT NULL DEFAULT 0, why TEXT);
+CREATE TABLE IF NOT EXISTS variant_capture(
+  variant INTEGER NOT NULL, capture INTEGER NOT NULL, n_ops INTEGER NOT NULL,
+  opset INTEGER NOT NULL, outcome TEXT, stopped_on TEXT, error TEXT,
+  device_branch INTEGER NOT NULL, PRIMARY KEY(variant, capture)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS edge(
+  variant INTEGER NOT NULL, op INTEGER NOT NULL, mode INTEGER NOT NULL, calls INTEGER NOT NULL,
+  PRIMARY KEY(variant, op, mode)) WITHOUT ROWID;
+"""
+EDGE_INDEX = "CREATE INDEX IF NOT EXISTS edge_by_op ON edge(op, variant, mode, calls)"
+
+
+_WORD = "I" if array("I").itemsize == 4 else "L"
+
+
+def pack_ids(ids: Iterable[int]) -> bytes:
+    """Sorted distinct ids as little-endian uint32s (``op.variants``)."""
+    a = array(_WORD, sorted(set(ids)))
+    if sys.byteorder == "big":
+        a.byteswap()
+    return a.tobytes()
+
+
+def unpack_ids(blob: bytes) -> array[int]:
+    a = array(_WORD)
+    a.frombytes(blob)
+    if sys.byteorder == "big":
+        a.byteswap()
+    return a
+
+
+def op_hash(name: str) -> int:
+    """48 bits of the op name's hash: sums of up to 32,768 fit in SQLite's int64."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=6).digest(), "big")
+
+
+# ------------------------------------------------------------------ results
+@dataclass(frozen=True)
+class Provenance:
+    """One capture: where and with what its ops were recorded."""
+
+    id: int
+    torch_version: str
+    torch_git: str
+    device: str
+    profile: str
+    ootest_version: str
+    time: float
+    source: str
+
+    def label(self) -> str:
+        where = f"{self.device}:{self.profile}" if self.profile else self.device
+        return f"capture {self.id} ({where or '?'}, torch {self.torch_version or '?'})"
+
+
+@dataclass(frozen=True)
+class Flags:
+    """What makes a variant's recorded ops less than certain."""
+
+    device_branch: bool
+    varies: bool
+    partial: bool
+    why: str | None
+
+    @property
+    def uncertain(self) -> bool:
+        """The ops may differ per device: the answer is "run it"."""
+        return self.device_branch or self.varies
+
+    def short(self) -> str:
+        """A table cell: what to keep in mind, without the why."""
+        parts = ["may differ per device: run it"] if self.uncertain else []
+        return ", ".join([*parts, "partial op set"] if self.partial else parts)
+
+    def note(self) -> str:
+        """One line for people: empty when the recorded ops can be trusted."""
+        parts = []
+        if self.uncertain:
+            parts.append(f"may differ per device: run it ({self.why})")
+        if self.partial:
+            parts.append("op set may be incomplete (no capture ran it to a pass)")
+        return "; ".join(parts)
+
+
+class VariantHit(NamedTuple):
+    """A variant calling a queried op (a tuple: a query may return 250,000)."""
+
+    variant_id: str
+    modes: tuple[str, ...]
+    calls: int
+    flags: Flags
+
+
+@dataclass(frozen=True)
+class TestsFor:
+    """``tests-for``: the variants calling an op (or any overload of a packet)."""
+
+    __test__ = False  # not a pytest test class
+
+    query: str
+    ops: tuple[str, ...]
+    total: int
+    variants: list[VariantHit]
+
+
+@dataclass(frozen=True)
+class OpUse:
+    op: str
+    packet: str
+    mode: str
+    calls: int
+
+
+@dataclass(frozen=True)
+class CaptureEnd:
+    """How a variant ended in one capture."""
+
+    capture: Provenance
+    outcome: str | None
+    stopped_on: str | None
+    error: str | None
+    n_ops: int
+
+
+@dataclass(frozen=True)
+class ForTest:
+    """``for-test``: one variant's ops."""
+
+    variant_id: str
+    nodeid: str | None
+    file: str | None
+    flags: Flags
+    ops: list[OpUse]
+    captures: list[CaptureEnd]
+
+
+@dataclass(frozen=True)
+class Stats:
+    variants: int
+    ops: int
+    edges: int
+    captures: list[Provenance]
+    top_ops: list[tuple[str, int]]
+    device_dependent: int
+    partial: int
+
+
+@dataclass
+class IngestReport:
+    """What one ingest added (printed by the CLI; returned to the capture)."""
+
+    sources: list[str] = field(default_factory=list)
+    captures: list[int] = field(default_factory=list)
+    records: int = 0
+    variants: int = 0
+    edges: int = 0
+    truncated: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+# ------------------------------------------------------------------ the store
+class OpStore:
+    """The op map index in one SQLite file.
+
+    Open with :meth:`open`; use as a context manager or call :meth:`close`.
+    Queries never import torch.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self.path = path
+        self._namespaces: frozenset[str] | None = None
+
+    # ---------------------------------------------------------------- opening
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] = DEFAULT_DB, *, create: bool = False) -> OpStore:
+        """Open the index at ``path``; ``create`` makes it (and its folder) if missing."""
+        p = Path(path)
+        if not p.exists():
+            if not create:
+                raise UserError(
+                    f"{p}: expected an op map index; found no file there. Build one with "
+                    f"`ootest ops ingest CAPTURE.jsonl --db {p}` (or pass --db PATH)"
+                )
+            p.parent.mkdir(parents=True, exist_ok=True)
+        elif not p.is_file():
+            raise UserError(f"{p}: expected an op map index file; found a folder")
+        conn = sqlite3.connect(p, isolation_level=None)
+        store = cls(conn, p)
+        try:
+            store._setup(create)
+        except sqlite3.DatabaseError as e:
+            conn.close()
+            raise UserError(
+                f"{p}: expected an op map index (SQLite); cannot read it ({e}); "
+                "pass the right --db or rebuild it with `ootest ops ingest`"
+            ) from None
+        except BaseException:
+            conn.close()
+            raise
+        return store
+
+    def _setup(self, create: bool) -> None:
+        c = self._conn
+        c.execute("PRAGMA journal_mode=WAL")
+        c.execute("PRAGMA synchronous=NORMAL")
+        c.execute("PRAGMA cache_size=-131072")  # 128 MiB: ingest and merge sort in memory
+        c.execute("PRAGMA temp_store=MEMORY")
+        c.execute("PRAGMA mmap_size=1073741824")
+        has_meta = c.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+        ).fetchone()
+        if has_meta is None:
+            if not create:
+                raise UserError(
+                    f"{self.path}: expected an op map index; found a database without one. "
+                    "Pass the right --db, or build an index with `ootest ops ingest`"
+                )
+            c.executescript(_SCHEMA + EDGE_INDEX + ";")
+            c.execute("INSERT INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            return
+        row = c.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        found = row[0] if row else "none"
+        if found != str(SCHEMA_VERSION):
+            raise UserError(
+                f"{self.path}: expected op map schema version {SCHEMA_VERSION}; found {found}. "
+                "Rebuild it with this ootest: `ootest ops ingest CAPTURE.jsonl --db NEW.db`"
+            )
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> OpStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The SQLite connection (for tools and tests that read the tables)."""
+        return self._conn
+
+    # ---------------------------------------------------------------- writing
+    def ingest_files(self, paths: Sequence[str | os.PathLike[str]]) -> IngestReport:
+        """Ingest capture files (JSON lines), all in one transaction."""
+        from ootest.opmap.ingest import Ingest
+
+        report = IngestReport()
+        started = time.perf_counter()
+        with Ingest(self, report) as ing:
+            for path in paths:
+                stats = ReadStats()
+                report.sources.append(str(path))
+                ing.feed(read_capture(path, stats), str(path))
+                if stats.truncated_last_line:
+                    report.truncated.append(str(path))
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def ingest_records(
+        self, records: Iterable[Mapping[str, Any]], *, source: str = "<records>"
+    ) -> IngestReport:
+        """Ingest capture records (the dicts a capture stream holds), in one transaction.
+
+        The first record must be a ``provenance`` record. ``source`` names the
+        records in error messages (``source:N`` is the N-th record) and in the
+        ``capture`` table.
+        """
+        from ootest.opmap.ingest import Ingest
+
+        report = IngestReport(sources=[source])
+        started = time.perf_counter()
+        with Ingest(self, report) as ing:
+            ing.feed(((i, dict(r), None) for i, r in enumerate(records, 1)), source)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def merge(self, others: Sequence[str | os.PathLike[str]]) -> IngestReport:
+        """Merge other indexes (e.g. one per shard) into this one."""
+        from ootest.opmap.ingest import merge
+
+        report = IngestReport()
+        started = time.perf_counter()
+        merge(self, [Path(o) for o in others], report)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def forget_namespaces(self) -> None:
+        """Drop the cached namespaces (after writing)."""
+        self._namespaces = None
+
+    def capture_id(self, prov: Mapping[str, Any], source: str) -> int:
+        """The id of the capture with this provenance, added if new (Note [Combining captures])."""
+        values = [str(prov.get(k) or "") for k in PROVENANCE_KEYS]
+        t = float(prov.get("time") or 0.0)
+        row = self._conn.execute(
+            "SELECT id FROM capture WHERE torch_version=? AND torch_git=? AND device=? "
+            "AND profile=? AND ootest_version=? AND time=?",
+            (*values, t),
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        cur = self._conn.execute(
+            "INSERT INTO capture(torch_version, torch_git, device, profile, ootest_version, "
+            "time, source, ingested) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (*values, t, source, time.time()),
+        )
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    # ---------------------------------------------------------------- queries
+    def namespaces(self) -> frozenset[str]:
+        """Op namespaces in the index (plus the well-known ones), for parsing names."""
+        if self._namespaces is None:
+            found = {
+                str(r[0]).partition("::")[0]
+                for r in self._conn.execute("SELECT DISTINCT packet FROM op")
+            }
+            self._namespaces = KNOWN_NAMESPACES | found
+        return self._namespaces
+
+    def parse(self, text: str) -> OpName:
+        return parse_op(text, self.namespaces())
+
+    def op_ids(self, op: OpName) -> list[tuple[int, str]]:
+        """(id, name) of the recorded overloads a query names (a packet: all of them)."""
+        if op.is_packet:
+            rows = self._conn.execute(
+                "SELECT id, name FROM op WHERE packet = ? ORDER BY name", (op.packet,)
+            ).fetchall()
+        else:
+            rows = self._conn.execute(
+                "SELECT id, name FROM op WHERE name = ?", (str(op),)
+            ).fetchall()
+        return [(int(i), str(n)) for i, n in rows]
+
+    def resolve_ops(self, text: str) -> tuple[OpName, list[tuple[int, str]]]:
+        """Parse and look up a queried op; an op nothing recorded is a user error."""
+        op = self.parse(text)
+        found = self.op_ids(op)
+        if not found:
+            raise UserError(self._unknown_op(text, op))
+        return op, found
+
+    def _unknown_op(self, text: str, op: OpName) -> str:
+        names = [str(r[0]) for r in self._conn.execute("SELECT name FROM op")]
+        # Compared without the namespace, which every candidate shares.
+        short = {
+            n.removeprefix("aten::"): n for n in {*names, *(n.partition(".")[0] for n in names)}
+        }
+        wanted = str(op).removeprefix("aten::")
+        close = [short[m] for m in difflib.get_close_matches(wanted, list(short), n=5, cutoff=0.75)]
+        hint = f"; similar: {', '.join(close)}" if close else ""
+        return (
+            f"op {text!r}: expected an op the op map recorded ({len(names)} overloads in "
+            f"{self.path}); found no {'packet' if op.is_packet else 'overload'} {op}{hint}. "
+            "No captured variant calls it (or the capture predates it: capture again)"
+        )
+
+    def tests_for(self, text: str, limit: int | None = None) -> TestsFor:
+        """The variants calling an op (an overload, or every overload of a packet),
+        sorted by variant ID; ``total`` counts them all.
+
+        ``limit`` returns only the first ``limit`` variants in index order (the
+        order they were first captured in): read from the head of each
+        overload's range of ``edge_by_op``, so a query about an op that half the
+        suite calls stays fast.
+        """
+        op, found = self.resolve_ops(text)
+        ids = [i for i, _ in found]
+        c = self._conn
+        total = self.count_variants(ids)
+        marks = ",".join("?" * len(ids))
+        select = (
+            "SELECT v.variant_id, e.mode, e.calls, v.device_branch, v.varies, v.partial, v.why "
+            "FROM edge e JOIN variant v ON v.id = e.variant "
+        )
+        if limit is None:
+            rows = c.execute(select + f"WHERE e.op IN ({marks})", ids).fetchall()
+        else:
+            heads: set[int] = set()
+            for i in ids:
+                heads.update(
+                    r[0]
+                    for r in c.execute(
+                        "SELECT DISTINCT variant FROM edge WHERE op = ? ORDER BY variant LIMIT ?",
+                        (i, limit),
+                    )
+                )
+            chosen = sorted(heads)[:limit]
+            rows = []
+            for k in range(0, len(chosen), 500):
+                chunk = chosen[k : k + 500]
+                vmarks = ",".join("?" * len(chunk))
+                rows += c.execute(
+                    select + f"WHERE e.variant IN ({vmarks}) AND e.op IN ({marks})",
+                    (*chunk, *ids),
+                ).fetchall()
+        # Per variant: [modes as bits, calls, flags]; flags shared (few distinct values).
+        agg: dict[str, list[Any]] = {}
+        shared: dict[tuple[Any, ...], Flags] = {}
+        for vid, mode, k, *fl in rows:
+            a = agg.get(vid)
+            if a is None:
+                key = tuple(fl)
+                f = shared.get(key)
+                if f is None:
+                    f = shared[key] = Flags(bool(fl[0]), bool(fl[1]), bool(fl[2]), fl[3])
+                agg[vid] = [1 << mode, k, f]
+            else:
+                a[0] |= 1 << mode
+                a[1] += k
+        out = [VariantHit(vid, _MODE_SETS[a[0]], a[1], a[2]) for vid, a in sorted(agg.items())]
+        return TestsFor(str(op), tuple(n for _, n in found), int(total), out)
+
+    def count_variants(self, op_ids: list[int]) -> int:
+        """How many variants call any of ``op_ids``: a posting list's length, or
+        the marks set in a byte per variant by the lists of several overloads."""
+        posting = self.postings(op_ids)
+        if len(posting) == 1:
+            return len(next(iter(posting.values())))
+        (top,) = self._conn.execute("SELECT coalesce(max(id), 0) FROM variant").fetchone()
+        seen = bytearray(int(top) + 1)
+        for arr in posting.values():
+            deque(map(seen.__setitem__, arr, repeat(1)), maxlen=0)
+        return seen.count(1)
+
+    def variant_info(self, ids: Iterable[int]) -> dict[int, tuple[str, Flags]]:
+        """Variant ID and flags by internal id (for results computed on ids)."""
+        out: dict[int, tuple[str, Flags]] = {}
+        idl = list(ids)
+        for k in range(0, len(idl), 900):
+            chunk = idl[k : k + 900]
+            marks = ",".join("?" * len(chunk))
+            for i, name, db, va, pa, why in self._conn.execute(
+                "SELECT id, variant_id, device_branch, varies, partial, why FROM variant "
+                f"WHERE id IN ({marks})",
+                chunk,
+            ):
+                out[int(i)] = (str(name), Flags(bool(db), bool(va), bool(pa), why))
+        return out
+
+    def resolve_variant(self, text: str) -> tuple[int, str]:
+        """(id, variant ID) for an exact ID, node ID, unique prefix or unique substring."""
+        c = self._conn
+        row = c.execute(
+            "SELECT id, variant_id FROM variant WHERE variant_id = ?", (text,)
+        ).fetchone()
+        if row is None:
+            row = c.execute(
+                "SELECT id, variant_id FROM variant WHERE nodeid = ?", (text,)
+            ).fetchone()
+        if row is not None:
+            return int(row[0]), str(row[1])
+        # A prefix is a range of the unique index; a substring is a scan.
+        hi = text[:-1] + chr(ord(text[-1]) + 1) if text else ""
+        cands = c.execute(
+            "SELECT id, variant_id FROM variant WHERE variant_id >= ? AND variant_id < ? "
+            "ORDER BY variant_id LIMIT 11",
+            (text, hi),
+        ).fetchall()
+        how = "prefix"
+        if not cands:
+            how = "substring"
+            cands = c.execute(
+                "SELECT id, variant_id FROM variant WHERE instr(variant_id, ?) > 0 "
+                "ORDER BY variant_id LIMIT 11",
+                (text,),
+            ).fetchall()
+        if len(cands) == 1:
+            return int(cands[0][0]), str(cands[0][1])
+        if not cands:
+            n = c.execute("SELECT count(*) FROM variant").fetchone()[0]
+            raise UserError(
+                f"variant {text!r}: expected a variant ID (or a unique prefix or substring of "
+                f"one) recorded in {self.path} ({n} variants); found none. "
+                "List some with `ootest ops tests-for OP`, or capture the test"
+            )
+        listed = "\n  ".join(str(r[1]) for r in cands[:10])
+        more = " (first 10 shown)" if len(cands) > 10 else ""
+        raise UserError(
+            f"variant {text!r}: expected one variant; the {how} matches several{more}:\n"
+            f"  {listed}\nPass more of the ID"
+        )
+
+    def for_test(self, text: str) -> ForTest:
+        """The ops one variant called, how it ended per capture, and its flags."""
+        vid, name = self.resolve_variant(text)
+        c = self._conn
+        nodeid, file, db, va, pa, why = c.execute(
+            "SELECT nodeid, file, device_branch, varies, partial, why FROM variant WHERE id = ?",
+            (vid,),
+        ).fetchone()
+        ops = [
+            OpUse(str(n), str(p), MODE_NAMES[int(m)], int(k))
+            for n, p, m, k in c.execute(
+                "SELECT o.name, o.packet, e.mode, e.calls FROM edge e JOIN op o ON o.id = e.op "
+                "WHERE e.variant = ? ORDER BY o.name, e.mode",
+                (vid,),
+            )
+        ]
+        caps = {p.id: p for p in self.captures()}
+        ends = [
+            CaptureEnd(caps[int(cap)], outcome, stopped, err, int(n))
+            for cap, outcome, stopped, err, n in c.execute(
+                "SELECT capture, outcome, stopped_on, error, n_ops FROM variant_capture "
+                "WHERE variant = ? ORDER BY capture",
+                (vid,),
+            )
+        ]
+        return ForTest(name, nodeid, file, Flags(bool(db), bool(va), bool(pa), why), ops, ends)
+
+    def captures(self) -> list[Provenance]:
+        return [
+            Provenance(
+                int(r[0]),
+                str(r[1]),
+                str(r[2]),
+                str(r[3]),
+                str(r[4]),
+                str(r[5]),
+                float(r[6]),
+                str(r[7]),
+            )
+            for r in self._conn.execute(
+                "SELECT id, torch_version, torch_git, device, profile, ootest_version, time, "
+                "source FROM capture ORDER BY id"
+            )
+        ]
+
+    def stats(self, top: int = 20) -> Stats:
+        c = self._conn
+        n_var = c.execute("SELECT count(*) FROM variant").fetchone()[0]
+        n_op = c.execute("SELECT count(*) FROM op").fetchone()[0]
+        n_edge = c.execute("SELECT count(*) FROM edge").fetchone()[0]
+        dep = c.execute("SELECT count(*) FROM variant WHERE device_branch OR varies").fetchone()[0]
+        partial = c.execute("SELECT count(*) FROM variant WHERE partial").fetchone()[0]
+        tops = [
+            (str(n), int(k))
+            for n, k in c.execute(
+                "SELECT o.name, t.k FROM (SELECT op, count(DISTINCT variant) AS k FROM edge "
+                "GROUP BY op) t JOIN op o ON o.id = t.op ORDER BY t.k DESC, o.name LIMIT ?",
+                (top,),
+            )
+        ]
+        return Stats(n_var, n_op, n_edge, self.captures(), tops, dep, partial)
+
+    def all_ops(self) -> list[tuple[int, str]]:
+        return [(int(i), str(n)) for i, n in self._conn.execute("SELECT id, name FROM op")]
+
+    def uncertain_variants(self) -> list[int]:
+        """Variants whose ops may differ per device (internal ids)."""
+        return [
+            int(r[0])
+            for r in self._conn.execute("SELECT id FROM variant WHERE device_branch OR varies")
+        ]
+
+    def all_variant_ids(self) -> list[str]:
+        return [str(r[0]) for r in self._conn.execute("SELECT variant_id FROM variant ORDER BY 1")]
+
+    def postings(self, op_ids: Iterable[int]) -> dict[int, array[int]]:
+        """The variants calling each op (sorted internal ids), from ``op.variants``."""
+        out: dict[int, array[int]] = {}
+        ids = list(op_ids)
+        for k in range(0, len(ids), 900):
+            chunk = ids[k : k + 900]
+            marks = ",".join("?" * len(chunk))
+            for i, blob in self._conn.execute(
+                f"SELECT id, variants FROM op WHERE id IN ({marks})", chunk
+            ):
+                out[int(i)] = unpack_ids(blob)
+        return out
+
+    def evidence(self) -> Iterator[tuple[str, frozenset[str], str | None, str | None]]:
+        """Per variant, for the selection pipeline: (variant ID, every op it calls in any
+        mode, why its op set is uncertain or None, how it ended in the latest capture)."""
+        names = dict(self.all_ops())
+        ops: dict[int, set[str]] = {}
+        for v, o in self._conn.execute("SELECT variant, op FROM edge"):
+            ops.setdefault(int(v), set()).add(names[int(o)])
+        last: dict[int, str | None] = {}
+        for v, outcome in self._conn.execute(
+            "SELECT variant, outcome FROM variant_capture ORDER BY capture"
+        ):
+            last[int(v)] = str(outcome) if outcome is not None else None
+        for i, vid, db, va, pa, why in self._conn.execute(
+            "SELECT id, variant_id, device_branch, varies, partial, why FROM variant ORDER BY id"
+        ):
+            uncertain = None
+            if db or va or pa:
+                uncertain = str(why or ("device branch" if db else "varies" if va else "partial"))
+            yield str(vid), frozenset(ops.get(int(i), ())), uncertain, last.get(int(i))
+
+    def variant_count(self) -> int:
+        return int(self._conn.execute("SELECT count(*) FROM variant").fetchone()[0])

@@ -1,0 +1,291 @@
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ootest.errors import UserError
+from ootest.opmap.store import OpStore
+
+from .conftest import PROV, SUITE, A, B, C, D, dump, ops, prov, stop, write_capture
+
+
+def ids(res: Any) -> list[str]:
+    return [h.variant_id for h in res.variants]
+
+
+def test_tests_for_overload_packet_and_spellings(make_index: Any) -> None:
+    with OpStore.open(make_index(SUITE)) as s:
+        assert ids(s.tests_for("aten::add.Tensor")) == [A, B]
+        assert ids(s.tests_for("aten.add.Tensor")) == [A, B]
+        assert ids(s.tests_for("add")) == [A, B]
+        assert ids(s.tests_for("mul")) == [D, B]  # sorted by variant ID
+        # packet: every overload; overload: exactly it (the default one too)
+        assert s.tests_for("cumsum").ops == ("aten::cumsum", "aten::cumsum.out")
+        assert ids(s.tests_for("aten::cumsum.default")) == [C]
+        assert s.tests_for("aten::cumsum.default").total == 1  # eager and compiled: one variant
+        res = s.tests_for("aten::cumsum")
+        assert (res.total, res.variants[0].modes, res.variants[0].calls) == (
+            1,
+            ("eager", "compiled"),
+            7,  # 1 + 2 eager, 4 compiled
+        )
+        assert s.tests_for("empty_strided").total == 4
+        assert ids(s.tests_for("empty_strided", limit=2)) == [A, B]  # first captured
+
+
+def test_tests_for_says_device_dependence(make_index: Any) -> None:
+    with OpStore.open(make_index(SUITE)) as s:
+        (hit,) = s.tests_for("_scaled_mm").variants
+    assert hit.flags.uncertain and hit.flags.partial
+    assert hit.flags.note() == (
+        "may differ per device: run it (the test branches on the device type); "
+        "op set may be incomplete (no capture ran it to a pass)"
+    )
+
+
+def test_unknown_op_is_a_user_error_with_suggestions(make_index: Any) -> None:
+    db = make_index(SUITE)
+    with OpStore.open(db) as s, pytest.raises(UserError) as e:
+        s.tests_for("cumsun")
+    assert str(e.value) == (
+        f"op 'cumsun': expected an op the op map recorded (7 overloads in {db}); found no "
+        "packet aten::cumsun; similar: aten::cumsum. No captured variant calls it "
+        "(or the capture predates it: capture again)"
+    )
+
+
+def test_for_test_exact_prefix_substring(make_index: Any) -> None:
+    with OpStore.open(make_index(SUITE)) as s:
+        res = s.for_test(C)
+        assert [(o.op, o.mode, o.calls) for o in res.ops] == [
+            ("aten::cumsum", "eager", 1),
+            ("aten::cumsum", "compiled", 4),
+            ("aten::cumsum.out", "eager", 2),
+            ("aten::empty_strided", "eager", 1),
+        ]
+        assert [(e.outcome, e.n_ops) for e in res.captures] == [("passed", 3)]
+        assert s.for_test("test/test_matmul.py::").variant_id == D  # unique prefix
+        assert s.for_test("op=cumsum").variant_id == C  # unique substring
+        end = s.for_test(D).captures[0]
+        assert (end.outcome, end.stopped_on, end.error) == (
+            "failed",
+            "aten::_scaled_mm",
+            "NotImplementedError",
+        )
+        with pytest.raises(UserError) as e:
+            s.for_test("test/test_ops.py::TestCommon::test_out[op=")
+    assert str(e.value) == (
+        "variant 'test/test_ops.py::TestCommon::test_out[op=': expected one variant; the "
+        f"prefix matches several:\n  {A}\n  {C}\n  {B}\nPass more of the ID"
+    )
+
+
+def test_lines_of_a_variant_add_up_even_when_not_consecutive(make_index: Any) -> None:
+    db = make_index(
+        [
+            PROV,
+            ops(A, {"aten::add.Tensor": 1}),
+            ops(B, {"aten::mul.Tensor": 1}),
+            ops(A, {"aten::add.Tensor": 2, "aten::sub.Tensor": 1}),
+            stop(A),
+            stop(B),
+        ]
+    )
+    rows = dump(db)
+    assert rows["edges"] == [
+        (A, "aten::add.Tensor", 0, 3),
+        (A, "aten::sub.Tensor", 0, 1),
+        (B, "aten::mul.Tensor", 0, 1),
+    ]
+    # the op set of A counts add and sub once each
+    assert [(v, n) for v, _, _, n, *_ in rows["variant_capture"]] == [(A, 2), (B, 1)]
+
+
+def test_truncated_last_line_is_ignored_and_reported(tmp_path: Path) -> None:
+    cap = write_capture(
+        tmp_path / "c.jsonl", [PROV, ops(A, {"aten::add.Tensor": 1})], '{"kind": "op'
+    )
+    with OpStore.open(tmp_path / "x.db", create=True) as s:
+        rep = s.ingest_files([cap])
+        assert (rep.truncated, rep.records, rep.edges) == ([str(cap)], 2, 1)
+
+
+def test_damaged_middle_line_is_an_error(tmp_path: Path) -> None:
+    cap = write_capture(tmp_path / "c.jsonl", [PROV], '{"kind": "ops", \n' + '{"kind":"stop"}\n')
+    with OpStore.open(tmp_path / "x.db", create=True) as s, pytest.raises(UserError) as e:
+        s.ingest_files([cap])
+    assert str(e.value).startswith(
+        f'{cap}:2: expected a JSON object (a capture record); found \'{{"kind": "ops",\''
+    )
+    assert str(e.value).endswith(
+        "only the last line of a capture may be cut short, so the file is damaged: capture again"
+    )
+
+
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        (
+            [ops(A, {"aten::add.Tensor": 1})],
+            "test:1: expected a provenance record first (it says which torch and device the "
+            "ops come from); found a 'ops' record. Was the capture written by "
+            "`ootest ops capture`?",
+        ),
+        (
+            [PROV, {"kind": "opz", "variant_id": A}],
+            "test:2: kind: expected one of provenance, ops, stop, device_branch; found 'opz'; "
+            "was the capture written by a newer ootest? Upgrade ootest to read it",
+        ),
+        (
+            [PROV, ops(A, {"aten::add.Tensor": -1})],
+            "test:2: ops: expected an object of op name -> call count "
+            '(e.g. {"aten::add.Tensor": 3}); found \'{"aten::add.Tensor": -1}\'',
+        ),
+        (
+            [PROV, ops(A, {"aten::add.Tensor": 1}, mode="lazy")],
+            "test:2: mode: expected 'eager' or 'compiled'; found 'lazy'",
+        ),
+        (
+            [PROV, {"kind": "stop", "outcome": "passed"}],
+            "test:2: variant_id: expected a variant ID string; found None",
+        ),
+    ],
+)
+def test_bad_records_are_user_errors(tmp_path: Path, records: list[Any], message: str) -> None:
+    with OpStore.open(tmp_path / "x.db", create=True) as s, pytest.raises(UserError) as e:
+        s.ingest_records(records, source="test")
+    assert str(e.value) == message
+    with OpStore.open(tmp_path / "x.db") as s:  # the failed ingest left nothing behind
+        assert s.stats().variants == 0
+
+
+def test_reingesting_a_capture_changes_nothing(make_index: Any, tmp_path: Path) -> None:
+    db = make_index(SUITE)
+    before = dump(db)
+    with OpStore.open(db) as s:
+        s.ingest_records(SUITE, source="again")
+        assert len(s.captures()) == 1
+    assert dump(db) == before
+
+
+def test_ops_differing_between_captures_make_a_variant_vary(make_index: Any) -> None:
+    db = make_index(
+        [
+            PROV,
+            ops(A, {"aten::add.Tensor": 1}),
+            stop(A),
+            ops(B, {"aten::mul.Tensor": 1}),
+            stop(B),
+            prov(device="other", time=2.0),
+            ops(A, {"aten::add.Tensor": 5, "aten::_to_copy": 1}),  # A calls one more op there
+            stop(A),
+            ops(B, {"aten::mul.Tensor": 7}),  # same set, other counts: B does not vary
+            stop(B),
+        ]
+    )
+    rows = dump(db)
+    assert [(v, varies, why) for v, _, _, _, varies, _, why in rows["variants"]] == [
+        (A, 1, "its ops differ between captures 1, 2"),
+        (B, 0, None),
+    ]
+    # edges are the union, with the larger count
+    assert rows["edges"] == [
+        (A, "aten::_to_copy", 0, 1),
+        (A, "aten::add.Tensor", 0, 5),
+        (B, "aten::mul.Tensor", 0, 7),
+    ]
+    with OpStore.open(db) as s:
+        (hit,) = s.tests_for("_to_copy").variants
+        assert (
+            hit.flags.note()
+            == "may differ per device: run it (its ops differ between captures 1, 2)"
+        )
+
+
+def test_merging_shards_gives_the_rows_of_one_capture(make_index: Any, tmp_path: Path) -> None:
+    body = SUITE[1:]
+    shard1 = [r for r in body if r["variant_id"] in (A, B)]
+    shard2 = [r for r in body if r["variant_id"] in (C, D)]
+    whole = make_index([PROV, *shard1, *shard2], "whole.db")
+    a = make_index([PROV, *shard1], "a.db")
+    b = make_index([PROV, *shard2], "b.db")
+    merged = tmp_path / "merged.db"
+    with OpStore.open(merged, create=True) as s:
+        rep = s.merge([a, b])
+    assert rep.captures == [1] and rep.edges == 13
+    assert dump(merged) == dump(whole)
+    # shards with their own provenance (a time each): the same rows, one capture per shard
+    b2 = make_index([prov(time=5.0), *shard2], "b2.db")
+    merged2 = tmp_path / "merged2.db"
+    with OpStore.open(merged2, create=True) as s:
+        s.merge([a, b2])
+        assert len(s.captures()) == 2
+    left, right = dump(merged2), dump(whole)
+    for key in ("variants", "ops", "edges", "postings"):
+        assert left[key] == right[key], key
+
+
+def test_merge_into_an_index_with_other_ids(make_index: Any, tmp_path: Path) -> None:
+    # the target already holds other variants and ops: ids must be translated
+    target = make_index([prov(time=9.0), ops(D, {"aten::zeros": 1}), stop(D)], "t.db")
+    src = make_index(SUITE, "s.db")
+    with OpStore.open(target) as s:
+        s.merge([src])
+        assert ids(s.tests_for("zeros")) == [D]
+        assert ids(s.tests_for("add")) == [A, B]
+        assert ids(s.tests_for("empty_strided")) == [D, A, C, B]
+        assert s.for_test(D).flags.varies  # its ops differ between the two captures
+
+
+def test_opening_errors(tmp_path: Path) -> None:
+    missing = tmp_path / "none.db"
+    with pytest.raises(UserError) as e:
+        OpStore.open(missing)
+    assert str(e.value) == (
+        f"{missing}: expected an op map index; found no file there. Build one with "
+        f"`ootest ops ingest CAPTURE.jsonl --db {missing}` (or pass --db PATH)"
+    )
+    junk = tmp_path / "junk.db"
+    junk.write_text("not sqlite " * 100)
+    with pytest.raises(UserError) as e:
+        OpStore.open(junk)
+    assert str(e.value) == (
+        f"{junk}: expected an op map index (SQLite); cannot read it (file is not a database); "
+        "pass the right --db or rebuild it with `ootest ops ingest`"
+    )
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE t(x)").connection.close()
+    with pytest.raises(UserError) as e:
+        OpStore.open(other)
+    assert str(e.value) == (
+        f"{other}: expected an op map index; found a database without one. Pass the right "
+        "--db, or build an index with `ootest ops ingest`"
+    )
+
+
+def test_schema_version_mismatch(make_index: Any) -> None:
+    db = make_index(SUITE)
+    c = sqlite3.connect(db)
+    c.execute("UPDATE meta SET value = '0' WHERE key = 'schema'")
+    c.commit()
+    c.close()
+    with pytest.raises(UserError) as e:
+        OpStore.open(db)
+    assert str(e.value) == (
+        f"{db}: expected op map schema version 1; found 0. Rebuild it with this ootest: "
+        "`ootest ops ingest CAPTURE.jsonl --db NEW.db`"
+    )
+
+
+def test_stats(make_index: Any) -> None:
+    with OpStore.open(make_index(SUITE)) as s:
+        st = s.stats(top=3)
+    assert (st.variants, st.ops, st.edges, st.device_dependent, st.partial) == (4, 7, 13, 1, 1)
+    assert st.top_ops == [
+        ("aten::empty_strided", 4),
+        ("aten::add.Tensor", 2),
+        ("aten::mul.Tensor", 2),
+    ]
