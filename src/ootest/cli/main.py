@@ -31,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     relay_cmd.add_parser(sub)
     relay_cmd.add_init_parser(sub)
     ops_cmd.add_parser(sub)
+    from ootest.cli import select_cmd
+
+    select_cmd.add_parser(sub)
     return p
 
 

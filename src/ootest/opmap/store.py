@@ -648,25 +648,33 @@ class OpStore:
                 out[int(i)] = unpack_ids(blob)
         return out
 
-    def evidence(self) -> Iterator[tuple[str, frozenset[str], str | None, str | None]]:
+    def evidence(
+        self,
+    ) -> Iterator[tuple[str, frozenset[str], str | None, str | None, str | None, str | None]]:
         """Per variant, for the selection pipeline: (variant ID, every op it calls in any
-        mode, why its op set is uncertain or None, how it ended in the latest capture)."""
+        mode, why its op set is uncertain or None, and how it ended in the latest capture:
+        outcome, exception type, the op it stopped on)."""
         names = dict(self.all_ops())
         ops: dict[int, set[str]] = {}
         for v, o in self._conn.execute("SELECT variant, op FROM edge"):
             ops.setdefault(int(v), set()).add(names[int(o)])
-        last: dict[int, str | None] = {}
-        for v, outcome in self._conn.execute(
-            "SELECT variant, outcome FROM variant_capture ORDER BY capture"
+        last: dict[int, tuple[str | None, str | None, str | None]] = {}
+        for v, outcome, error, stopped in self._conn.execute(
+            "SELECT variant, outcome, error, stopped_on FROM variant_capture ORDER BY capture"
         ):
-            last[int(v)] = str(outcome) if outcome is not None else None
+            last[int(v)] = (
+                None if outcome is None else str(outcome),
+                None if error is None else str(error),
+                None if stopped is None else str(stopped),
+            )
         for i, vid, db, va, pa, why in self._conn.execute(
             "SELECT id, variant_id, device_branch, varies, partial, why FROM variant ORDER BY id"
         ):
             uncertain = None
             if db or va or pa:
                 uncertain = str(why or ("device branch" if db else "varies" if va else "partial"))
-            yield str(vid), frozenset(ops.get(int(i), ())), uncertain, last.get(int(i))
+            end = last.get(int(i), (None, None, None))
+            yield str(vid), frozenset(ops.get(int(i), ())), uncertain, *end
 
     def variant_count(self) -> int:
         return int(self._conn.execute("SELECT count(*) FROM variant").fetchone()[0])

@@ -2,7 +2,10 @@
 
 Note [Op capture]
 While a test runs (setup, call and teardown), a ``TorchDispatchMode`` sees every
-aten call below autograd: the calls a backend's kernels receive. It keeps a call
+aten call below autograd: the calls a backend's kernels receive. A composite op
+the backend has no kernel of its own for (``aten::ones``, ``new_empty``) is
+followed into its composite kernel with the recorder on, so what is recorded is
+what it calls (``empty``, ``fill_``): the ops a backend must implement. It keeps a call
 when at least one tensor argument (or a ``device=`` argument) is on the device
 under test, so CPU reference computations inside a test are not recorded. The hot
 path is one dict lookup per call; an op seen for the first time in a variant is
@@ -48,6 +51,7 @@ _BRANCH = re.compile(
     r"|\bin\s+\(?['\"](?:cuda|cpu)|\.startswith\(\s*['\"](?:cuda|cpu)|\bis_cuda\b|\bTEST_CUDA\b"
     r"|torch\.cuda\.is_available|\bonlyOn|\bskipIf(?:Cuda|Cpu|Xpu|Mps)|\bdeviceCountAtLeast\b"
 )
+_UNKNOWN = object()
 _GRAPH_OP = re.compile(r"torch\.ops\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)")
 
 
@@ -96,14 +100,10 @@ class OpCapture:
             self.out = None
 
     def _provenance(self) -> dict[str, Any]:
-        from importlib.metadata import PackageNotFoundError, version
-
         import torch
 
-        try:
-            ootest_version = version("ootest")
-        except PackageNotFoundError:
-            ootest_version = None
+        from ootest.version import ootest_version
+
         dev = self.core.device
         return {
             "kind": "provenance",
@@ -111,7 +111,7 @@ class OpCapture:
             "torch_git": str(getattr(torch.version, "git_version", "") or ""),
             "device": dev.name if dev else None,
             "profile": dev.target if dev is not None and dev.kind == "emu" else None,
-            "ootest_version": ootest_version,
+            "ootest_version": ootest_version(),
             "time": time.time(),
         }
 
@@ -218,6 +218,20 @@ def _make_mode(capture: OpCapture) -> Any:
             return on_device(tuple(v for k, v in kwargs.items() if k != "device"), {})
         return False
 
+    keys = torch._C.DispatchKey
+    composite: dict[Any, Any] = {}
+
+    def composite_key(func: Any) -> Any:
+        """The composite kernel a call on the device runs, when the backend has none."""
+        name = func.name()
+        has = torch._C._dispatch_has_kernel_for_dispatch_key
+        if has(name, "PrivateUse1"):
+            return None
+        for k in ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd"):
+            if has(name, k):
+                return getattr(keys, k)
+        return None
+
     class Recording(base):  # type: ignore[misc]
         @classmethod
         def ignore_compile_internals(cls) -> bool:
@@ -234,6 +248,14 @@ def _make_mode(capture: OpCapture) -> Any:
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
         ) -> Any:
             kwargs = kwargs or {}
+            key = composite.get(func, _UNKNOWN)
+            if key is _UNKNOWN:
+                key = composite[func] = composite_key(func)
+            if key is not None:
+                # no kernel of the backend's own: the backend receives what the
+                # composite kernel calls, so follow it (with the recorder on)
+                with self:
+                    return func._op_dk(key, *args, **kwargs)
             if on_device(args, kwargs):
                 n = self.counts.get(func)
                 if n is None:

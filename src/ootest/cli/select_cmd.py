@@ -1,0 +1,259 @@
+"""``ootest select run|refine``: a reviewed config in which every decision says why.
+
+See docs/select.md. Nothing here imports torch: the evidence comes from the
+repository memory, the op map and results files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from ootest.errors import UserError
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("select", help="decide every variant from evidence; refine from real runs")
+    ssub = p.add_subparsers(dest="select_command", required=True, metavar="ACTION")
+
+    r = ssub.add_parser("run", help="decide every variant in scope and write the config")
+    r.add_argument("--memory", type=Path, metavar="DB", help="repository memory (index build)")
+    r.add_argument("--ops", type=Path, metavar="DB", help="op map (ops capture)")
+    r.add_argument(
+        "--variants",
+        type=Path,
+        metavar="JSONL",
+        action="append",
+        default=[],
+        help="collected variants (--ootest-variants), with or instead of --memory",
+    )
+    sup = r.add_mutually_exclusive_group()
+    sup.add_argument(
+        "--device", metavar="emu:PROFILE", help="the backend's ops and dtypes: an emu profile"
+    )
+    sup.add_argument("--supported", type=Path, metavar="FILE", help="supported ops (list)")
+    r.add_argument("--dtypes", metavar="D,D", help="supported dtypes (with --supported)")
+    r.add_argument(
+        "--reference",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="JSONL",
+        help="results of the same tests on the CPU",
+    )
+    r.add_argument(
+        "--results",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="JSONL",
+        help="earlier results on the device (oldest first)",
+    )
+    r.add_argument("--scope", type=Path, metavar="FILE", help="file keys in scope, one a line")
+    r.add_argument(
+        "--root-var",
+        default="TORCH_ROOT",
+        help="variable the path: of each file starts with (default TORCH_ROOT)",
+    )
+    r.add_argument("--out", type=Path, required=True, metavar="SUITE.yaml")
+    r.set_defaults(func=run)
+
+    f = ssub.add_parser("refine", help="re-decide a selected config from real runs")
+    f.add_argument("config", type=Path, metavar="SUITE.yaml")
+    f.add_argument("--results", type=Path, action="append", required=True, metavar="JSONL")
+    f.add_argument("-k", type=int, default=2, help="clean passes before mandatory (default 2)")
+    f.add_argument(
+        "--max-rtol",
+        type=float,
+        default=0.05,
+        help="largest relative mismatch a precision edit absorbs (default 0.05)",
+    )
+    f.set_defaults(func=refine)
+
+
+def _support(args: argparse.Namespace) -> Any:
+    from ootest.select.gather import Support
+
+    if args.device:
+        from ootest.device.emu import read_profile
+        from ootest.opmap.support import from_emu
+
+        ops = from_emu(args.device)
+        prof = read_profile(args.device.removeprefix("emu:") or "young")
+        dtypes = None if "*" in prof.dtypes else frozenset(prof.dtypes)
+        return Support(ops.covers, dtypes, f"emu:{prof.name}")
+    if args.supported:
+        from ootest.opmap.support import from_file
+
+        ops = from_file(args.supported)
+        dtypes = frozenset(d.strip() for d in args.dtypes.split(",")) if args.dtypes else None
+        return Support(ops.covers, dtypes, str(args.supported))
+    return Support(None, None, "nothing declared")
+
+
+def _candidates(args: argparse.Namespace) -> list[Any]:
+    import json
+
+    from ootest.select.gather import Candidate, from_memory
+
+    found: dict[str, Any] = {}
+    if args.memory:
+        found.update((c.variant_id, c) for c in from_memory(args.memory))
+    for path in args.variants:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as e:
+            raise UserError(f"--variants {path}: cannot read it: {e.strerror or e}") from None
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("kind") == "variant" and rec.get("device_variant"):
+                vid = str(rec["variant_id"])
+                found.setdefault(vid, Candidate(vid, tuple(rec.get("dtypes") or ())))
+    if not found:
+        raise UserError(
+            "select run: no variants to decide; pass --memory (ootest index build) or "
+            "--variants (pytest --collect-only --ootest-variants PATH)"
+        )
+    return [found[k] for k in sorted(found)]
+
+
+def _digest(path: Path | None) -> str:
+    if path is None or not path.is_file():
+        return "-"
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return "sha256:" + h.hexdigest()[:16]
+
+
+def _header(args: argparse.Namespace, support: Any, counts: Counter[str]) -> list[str]:
+    from ootest.version import ootest_version
+
+    summary = ", ".join(f"{n} {m}" for m, n in sorted(counts.items()))
+    return [
+        "Generated by `ootest select`: every entry says why above it; machine-readable",
+        "evidence per variant in the .evidence.jsonl next to this file.",
+        f"backend: {support.source}; ootest {ootest_version()}",
+        f"memory {_digest(args.memory)}; op map {_digest(args.ops)}; model: none",
+        f"decisions: {summary}",
+        "",
+    ]
+
+
+def _write(out: Path, text: str, sidecar: str) -> None:
+    from ootest.select.refine import sidecar_path
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for path, data in ((out, text), (sidecar_path(out), sidecar)):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(data, encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ootest.select.gather import Sources, gather
+    from ootest.select.rules import decide
+
+    support = _support(args)
+    scope = None
+    if args.scope:
+        scope = {x.strip() for x in args.scope.read_text().splitlines() if x.strip()}
+    cands = _candidates(args)
+    fps = {c.variant_id: c.fingerprint for c in cands}
+    sources = Sources(args.memory, args.ops, args.reference, args.results)
+    evidence = gather(cands, sources, support, scope)
+    rows = [(ev, decide(ev)) for ev in evidence]
+    return _emit(args.out, rows, fps, args.root_var, lambda c: _header(args, support, c), {}, {})
+
+
+def _emit(
+    out: Path,
+    rows: list[tuple[Any, Any]],
+    fps: dict[str, str],
+    root_var: str,
+    header: Any,
+    precision: dict[tuple[str, str], Any],
+    kept: dict[str, list[Any]],
+) -> int:
+    import json
+
+    from ootest.select.refine import evidence_row, splice
+    from ootest.select.writer import Placed, render, split_id
+
+    placed = []
+    for _ev, d in rows:
+        file, template, axes = split_id(d.variant_id)
+        placed.append(Placed(d, file, template, axes))
+    counts = Counter(d.mode for _, d in rows)
+    paths = {p.file: f"${{{root_var}}}/{p.file}" for p in placed}
+    text = splice(render(placed, paths, header(counts), precision), kept)
+    side = "".join(
+        json.dumps(evidence_row(ev, d, fps.get(d.variant_id, "")), sort_keys=True) + "\n"
+        for ev, d in sorted(rows, key=lambda r: r[1].variant_id)
+    )
+    _write(out, text, side)
+    reasons = Counter(d.reason.split(":")[0] for _, d in rows)
+    print(
+        f"ootest: decided {len(rows)} variants -> {out}: "
+        + ", ".join(f"{n} {m}" for m, n in sorted(counts.items()))
+    )
+    print("  reasons: " + ", ".join(f"{n} {r}" for r, n in reasons.most_common()))
+    return 0
+
+
+def refine(args: argparse.Namespace) -> int:
+    from ootest.select.refine import observe, people_entries, read_sidecar, refine_one, sidecar_path
+
+    if args.k < 1:
+        raise UserError(f"-k: expected at least 1 clean pass; found {args.k}")
+    rows = read_sidecar(sidecar_path(args.config))
+    try:
+        old = args.config.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"{args.config}: cannot read it: {e.strerror or e}") from None
+    kept, people = people_entries(old)
+    evidence = [ev for ev, _, _ in rows]
+    last = observe(evidence, args.results)
+    fps = {ev.variant_id: fp for ev, _, fp in rows}
+    out_rows = []
+    precision: dict[tuple[str, str], Any] = {}
+    from ootest.select.writer import split_id
+
+    changed = 0
+    before = {d.variant_id: (d.mode, d.reason) for _, d, _ in rows}
+    for ev in evidence:
+        file, template, axes = split_id(ev.variant_id)
+        path = next((p for p in kept if p.endswith("/" + file)), None)
+        name = f"{template}[{axes}]" if axes else template
+        if path is not None and ((path, template) in people or (path, name) in people):
+            continue  # a person decided it
+        r = refine_one(ev, last.get(ev.variant_id), args.k, args.max_rtol)
+        if r.precision is not None:
+            precision[(file, name)] = r.precision
+        changed += before.get(ev.variant_id) != (r.decision.mode, r.decision.reason)
+        out_rows.append((ev, r.decision))
+    header = old.split("test_suite_config:", 1)[0].splitlines()
+    head = [h.removeprefix("# ").removeprefix("#") for h in header if h.startswith("#")]
+
+    def new_head(counts: Counter[str]) -> list[str]:
+        summary = ", ".join(f"{n} {m}" for m, n in sorted(counts.items()))
+        return [f"decisions: {summary}" if h.startswith("decisions:") else h for h in head]
+
+    print(f"ootest: refine: {changed} of {len(out_rows)} decisions changed", file=sys.stderr)
+    return _emit(args.config, out_rows, fps, _root_var(old), new_head, precision, kept)
+
+
+def _root_var(text: str) -> str:
+    import re
+
+    m = re.search(r"path: \$\{(\w+)\}/", text)
+    return m[1] if m else "TORCH_ROOT"

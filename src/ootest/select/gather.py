@@ -1,0 +1,170 @@
+"""Collecting the evidence of every variant in scope (Note [Selection rules]).
+
+Sources, each optional except a candidate set: the repository memory (the
+variants that exist, their fingerprints, the decorators of their tests), the
+op map (the ops each variant calls, how it ended on the reference device,
+whether its op set may differ per device), the backend's declared ops and
+dtypes, a CPU reference run and earlier device runs (JSONL results). Nothing
+here imports torch.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ootest.errors import UserError
+from ootest.record.results import RunData
+from ootest.select.rules import Evidence, Result
+from ootest.select.signature import signature
+
+#: Decorators that keep a test from running on a privateuse1 device (upstream's
+#: own gating); ``device_restrictions: bypass`` in a config lifts them.
+DEVICE_GATES = re.compile(
+    r"^(onlyCUDA|onlyCPU|onlyMPS|onlyXPU|onlyHPU|onlyMTIA|skipPRIVATEUSE1|skipPrivateUse1"
+    r"|onlyCUDAAndPRIVATEUSE1\b(?!.*privateuse1)|largeTensorTest|deviceCountAtLeast)\b"
+)
+_DEVICE_AXIS = re.compile(r"(?:^|,)device=[^,\]]*")
+
+
+@dataclass
+class Candidate:
+    variant_id: str
+    dtypes: tuple[str, ...] = ()
+    fingerprint: str = ""
+    decorators: tuple[str, ...] = ()
+
+
+@dataclass
+class Support:
+    """What the backend declares: an op rule set and dtypes (None: not declared)."""
+
+    covers: object = None  # callable(op) -> bool, or None: ops not declared
+    dtypes: frozenset[str] | None = None
+    source: str = ""
+
+
+@dataclass
+class Sources:
+    memory: Path | None = None
+    ops: Path | None = None
+    reference: list[Path] = field(default_factory=list)  # CPU reference results
+    results: list[Path] = field(default_factory=list)  # device results, oldest first
+
+
+def reference_id(variant_id: str) -> str:
+    """The device variant a CPU-reference variant stands for: its ID without the
+    ``device=cpu`` axis (Note [Canonical variant IDs])."""
+    if "[" not in variant_id:
+        return variant_id
+    head, _, body = variant_id.partition("[")
+    body = _DEVICE_AXIS.sub("", body[:-1]).lstrip(",")
+    return f"{head}[{body}]" if body else head
+
+
+def from_memory(path: Path) -> list[Candidate]:
+    """The device variants the memory knows, with their tests' decorators."""
+    if not path.is_file():
+        raise UserError(f"--memory {path}: no such index; build it with 'ootest index build'")
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        decos: dict[str, tuple[str, ...]] = {}
+        for key, text in con.execute("SELECT key, decorators FROM tests"):
+            decos[str(key)] = tuple(d for d in str(text).splitlines() if d)
+        out = []
+        for vid, dtypes, device_variant, fp in con.execute(
+            "SELECT id, dtypes, device_variant, fingerprint FROM variants ORDER BY id"
+        ):
+            if not device_variant:
+                continue
+            vid = str(vid)
+            out.append(
+                Candidate(
+                    vid,
+                    tuple(d for d in str(dtypes or "").split(",") if d),
+                    str(fp or ""),
+                    decos.get(vid.partition("[")[0], ()),
+                )
+            )
+        return out
+    except sqlite3.Error as e:
+        raise UserError(
+            f"--memory {path}: expected an ootest memory index; reading it failed: {e}"
+        ) from None
+    finally:
+        con.close()
+
+
+def _results(paths: Iterable[Path]) -> dict[str, list[Result]]:
+    out: dict[str, list[Result]] = {}
+    for p in paths:
+        for rec in RunData.load(p).results.values():
+            if rec.get("phase") == "collect" or "outcome" not in rec:
+                continue
+            vid = reference_id(str(rec.get("variant_id") or ""))
+            outcome = str(rec["outcome"])
+            res = Result(outcome, at=rec.get("time"))
+            if outcome in ("failed", "error", "crashed", "timeout", "xpassed_strict", "xfailed"):
+                sig = signature(rec)
+                res = Result(outcome, sig.code, str(sig), rec.get("time"))
+            out.setdefault(vid, []).append(res)
+    return out
+
+
+def _gated(decorators: Iterable[str]) -> str | None:
+    for d in decorators:
+        name = d.lstrip("@")
+        if DEVICE_GATES.match(name):
+            return f"@{name.split('(')[0]}: upstream runs it on other devices only"
+    return None
+
+
+def gather(
+    candidates: list[Candidate], sources: Sources, support: Support, scope: set[str] | None
+) -> list[Evidence]:
+    """The evidence of every candidate (``scope``: the file keys in scope, None: all)."""
+    cpu = _results(sources.reference)
+    seen = _results(sources.results)
+    ops_of: dict[str, tuple[tuple[str, ...], str | None, Result | None]] = {}
+    if sources.ops is not None:
+        ops_of = _op_map(sources.ops)
+    out: list[Evidence] = []
+    covers = support.covers
+    for c in candidates:
+        ev = Evidence(c.variant_id, dtypes=c.dtypes)
+        file = c.variant_id.partition("::")[0]
+        if scope is not None and file not in scope:
+            ev.out_of_scope = "file not in scope"
+        ev.upstream_skip = _gated(c.decorators)
+        if support.dtypes is not None:
+            ev.missing_dtypes = tuple(d for d in c.dtypes if d not in support.dtypes)
+        known = ops_of.get(c.variant_id)
+        if known is not None:
+            ops, uncertain, ref = known
+            ev.ops, ev.ops_uncertain, ev.reference = ops, uncertain, ref
+            if callable(covers):
+                ev.missing_ops = tuple(o for o in ops if not covers(o))
+        cpu_runs = cpu.get(c.variant_id)
+        ev.cpu = cpu_runs[-1] if cpu_runs else None
+        ev.observed = seen.get(c.variant_id, [])
+        out.append(ev)
+    return out
+
+
+def _op_map(path: Path) -> dict[str, tuple[tuple[str, ...], str | None, Result | None]]:
+    """variant -> (eager ops, why uncertain, how it ended) from an op map index."""
+    from ootest.opmap.store import OpStore
+
+    out: dict[str, tuple[tuple[str, ...], str | None, Result | None]] = {}
+    with OpStore.open(path) as store:
+        for vid, ops, uncertain, outcome, error, stopped in store.evidence():
+            ref = None
+            if outcome:
+                kind = error or outcome
+                where = f" in {stopped}" if stopped else ""
+                ref = Result(outcome, kind, f"{outcome} on the reference device: {kind}{where}")
+            out[vid] = (tuple(sorted(ops)), uncertain, ref)
+    return out

@@ -1,0 +1,142 @@
+"""Deciding one variant from its evidence: a pure function, strongest evidence first.
+
+Note [Selection rules]
+The evidence of a variant, in the order it is trusted (DESIGN.md 7.1):
+
+1. **observed on the device** (earlier results): a crash or timeout is ``skip``
+   with its signal; a failure is ``xfail_strict`` with its signature, unless the
+   CPU reference fails too;
+2. **the CPU reference run**: a variant that fails on the CPU as well is broken
+   upstream or in the environment (``upstream_broken:<signature>``): ``xfail``,
+   never mandatory;
+3. **scope**: a file the scope stage left out is ``skip`` (``out_of_scope:<area>``);
+4. **upstream decorators**: a variant upstream skips on this device by a decorator
+   the memory saw (``@onlyCUDA``, ``@skipMeta``...) is ``skip`` (``upstream_skip``);
+5. **dtypes**: a dtype the backend does not declare is ``skip``
+   (``dtype_unsupported:float64``);
+6. **ops** (the op map): an op the backend does not declare is ``skip``
+   (``op_unsupported:aten::_scaled_mm``, every missing op listed in the evidence);
+   all ops declared: ``mandatory_success`` (``ops_supported``);
+   a variant that calls no device op and passed on the reference device:
+   ``mandatory_success`` (``no_device_ops``); one that failed on the reference
+   device with every op present: ``xfail`` (``reference_fail:<signature>``);
+7. nothing else: ``xfail`` (``no_evidence``): it runs, and refinement promotes it
+   after clean passes.
+
+Unknown means run it: an op set the op map marks uncertain (the test branches on
+the device, or two captures disagree) or no op evidence at all never gives a
+skip; it gives ``no_evidence``. A model judge may only fill that last bucket.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MODES = ("mandatory_success", "xfail_strict", "xfail", "skip")
+
+
+@dataclass(frozen=True)
+class Result:
+    """One observed result of a variant, reduced to what decisions need."""
+
+    outcome: str
+    signature: str | None = None  # code, e.g. "RuntimeError:1a2b3c4d"
+    text: str | None = None  # readable signature
+    at: float | None = None  # when it was recorded (the same result is counted once)
+
+
+@dataclass
+class Evidence:
+    """Everything known about one variant (see Note [Selection rules])."""
+
+    variant_id: str
+    dtypes: tuple[str, ...] = ()
+    out_of_scope: str | None = None
+    upstream_skip: str | None = None  # decorator and why
+    ops: tuple[str, ...] | None = None  # None: not in the op map
+    ops_uncertain: str | None = None
+    missing_ops: tuple[str, ...] = ()
+    missing_dtypes: tuple[str, ...] = ()
+    cpu: Result | None = None
+    reference: Result | None = None  # how it ended in the op capture (reference device)
+    observed: list[Result] = field(default_factory=list)  # oldest first
+
+
+@dataclass(frozen=True)
+class Decision:
+    variant_id: str
+    mode: str
+    reason: str  # reason code
+    evidence: tuple[str, ...] = ()
+    source: str = "rules"  # rules | model | refine | person
+
+
+_BAD = ("failed", "error", "crashed", "timeout", "xpassed_strict", "xfailed")
+_GOOD = ("passed", "xpassed")
+
+
+def decide(ev: Evidence) -> Decision:
+    """The decision for one variant (Note [Selection rules])."""
+    vid = ev.variant_id
+    last = ev.observed[-1] if ev.observed else None
+    cpu_broken = ev.cpu is not None and ev.cpu.outcome in _BAD
+    if last is not None and last.outcome in ("crashed", "timeout"):
+        return Decision(
+            vid, "skip", f"observed_{last.outcome}:{last.signature}", (f"device: {last.text}",)
+        )
+    if cpu_broken:
+        assert ev.cpu is not None
+        return Decision(
+            vid, "xfail", f"upstream_broken:{ev.cpu.signature}", (f"cpu reference: {ev.cpu.text}",)
+        )
+    if last is not None and last.outcome in _BAD:
+        return Decision(
+            vid, "xfail_strict", f"observed_fail:{last.signature}", (f"device: {last.text}",)
+        )
+    ref = ev.reference
+    if ref is not None and ref.outcome in _BAD and not ev.missing_ops and not ev.missing_dtypes:
+        # it failed on the reference device although every op was there
+        return Decision(
+            vid, "xfail", f"reference_fail:{ref.signature}", (f"reference device: {ref.text}",)
+        )
+    if ev.out_of_scope:
+        return Decision(vid, "skip", f"out_of_scope:{ev.out_of_scope}")
+    if ev.upstream_skip:
+        return Decision(vid, "skip", "upstream_skip", (ev.upstream_skip,))
+    if ev.missing_dtypes:
+        return Decision(
+            vid,
+            "skip",
+            f"dtype_unsupported:{ev.missing_dtypes[0]}",
+            (f"dtypes not declared: {', '.join(ev.missing_dtypes)}",),
+        )
+    if ev.ops is not None and ev.ops_uncertain is None:
+        if ev.missing_ops:
+            return Decision(
+                vid,
+                "skip",
+                f"op_unsupported:{ev.missing_ops[0]}",
+                (f"calls {len(ev.ops)} ops; not declared: {', '.join(ev.missing_ops)}",),
+            )
+        passes = sum(1 for r in ev.observed if r.outcome in _GOOD)
+        note = f"; passed {passes}x on the device" if passes else ""
+        if ev.ops:
+            return Decision(
+                vid,
+                "mandatory_success",
+                "ops_supported",
+                (f"all {len(ev.ops)} ops it calls are declared{note}",),
+            )
+        if ref is not None and ref.outcome in _GOOD:
+            return Decision(
+                vid,
+                "mandatory_success",
+                "no_device_ops",
+                ("calls no op on the device and passed on the reference device" + note,),
+            )
+    why = "not in the op map"
+    if ev.ops_uncertain:
+        why = "op set may differ per device: " + ev.ops_uncertain
+    elif ev.ops is not None:
+        why = "calls no op on the device; no reference outcome"
+    return Decision(vid, "xfail", "no_evidence", (why,))

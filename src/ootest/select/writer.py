@@ -1,0 +1,175 @@
+"""Writing decisions as a reviewable config and its evidence sidecar.
+
+Note [Selection output]
+The config is valid for ootest and keeps to the keys Torch Spyre's format knows
+(``path``, ``unlisted_test_mode``, ``tests[].names``, ``mode``, ``edits``):
+the reasons are YAML comments above each entry, as Spyre's generated configs
+have them, and, machine-readable, one JSON line per variant in the sidecar
+``<config>.evidence.jsonl`` (variant ID, mode, reason code, evidence, source,
+fingerprint). Per file:
+
+- a template whose variants all got the same decision is named once
+  (``TestFoo::test_bar``), else each variant by its axes
+  (``TestFoo::test_bar[op=add,dtype=float32]``);
+- entries are grouped by mode and reason code, names sorted;
+- ``unlisted_test_mode`` is the mode that lets the most names go unlisted; no
+  variant's outcome changes (the sidecar still gives each its reason).
+
+The text is built directly (not by a YAML library) so that the same decisions
+always give the same bytes; it is checked to load back as the same config.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ootest.select.rules import MODES, Decision
+
+MARK = "# ootest select:"  # begins the comment above every generated entry
+#: The tag every generated entry carries: refinement rewrites only entries with it.
+#: An entry without it (written by a person, or a generated one whose tag was
+#: removed to pin it) is kept as it is, and its names are not decided again.
+TAG = "ootest-select"
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A tolerance proposed for one name: the observed mismatch, with headroom."""
+
+    dtype: str
+    atol: float
+    rtol: float
+    why: str
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A decision with where its variant lives."""
+
+    decision: Decision
+    file: str  # file key
+    template: str  # Class::method
+    axes: str  # "op=add,dtype=float32" or ""
+
+
+def split_id(variant_id: str) -> tuple[str, str, str]:
+    """(file key, Class::method, axes) of a canonical variant ID."""
+    file, _, rest = variant_id.partition("::")
+    template, _, axes = rest.partition("[")
+    return file, template, axes[:-1] if axes.endswith("]") else axes
+
+
+def _q(text: str) -> str:
+    """A YAML scalar: plain when safe, else double-quoted JSON (valid YAML)."""
+    safe = (
+        text
+        and text[0] not in "!&*?|>'\"%@`#[]{},-"
+        and all(c.isalnum() or c in "_.:/=$(){}+-" for c in text)
+    )
+    return text if safe and not text.endswith(":") and ": " not in text else json.dumps(text)
+
+
+def _comment(text: str) -> str:
+    return " ".join(text.split())[:240]
+
+
+def render(
+    placed: Iterable[Placed],
+    paths: Mapping[str, str],
+    header: list[str],
+    precision: Mapping[tuple[str, str], Precision] | None = None,
+) -> str:
+    """The config text for ``placed`` decisions; ``paths`` maps file key -> the
+    ``path:`` to write (e.g. ``${TORCH_ROOT}/test/test_x.py``); ``precision`` maps
+    (file key, name) -> a tolerance that makes it pass (refinement proposes them)."""
+    by_file: dict[str, list[Placed]] = defaultdict(list)
+    for p in placed:
+        by_file[p.file].append(p)
+    out = [f"# {h}" if h else "#" for h in header]
+    out += ["test_suite_config:", "  files:"]
+    for file in sorted(by_file):
+        precs = {n: v for (f, n), v in (precision or {}).items() if f == file}
+        out += _file(paths.get(file, file), by_file[file], precs)
+    return "\n".join(out) + "\n"
+
+
+def _file(path: str, placed: list[Placed], precision: Mapping[str, Precision]) -> list[str]:
+    by_template: dict[str, list[Placed]] = defaultdict(list)
+    for p in placed:
+        by_template[p.template].append(p)
+    names: list[tuple[str, str, str, tuple[str, ...]]] = []  # (mode, reason, name, evidence)
+    for template in sorted(by_template):
+        group = by_template[template]
+        kinds = {(p.decision.mode, p.decision.reason) for p in group}
+        if len(kinds) == 1:
+            d = group[0].decision
+            names.append((d.mode, d.reason, template, d.evidence))
+        else:
+            for p in sorted(group, key=lambda x: x.axes):
+                name = f"{template}[{p.axes}]" if p.axes else template
+                names.append((p.decision.mode, p.decision.reason, name, p.decision.evidence))
+    per_mode = Counter(m for m, *_ in names)
+    # the mode listed least often is cheapest to spell out; ties: the safer mode first
+    unlisted = max(MODES, key=lambda m: (per_mode[m], -MODES.index(m)))
+    lines = [f"    - path: {_q(path)}"]
+    count = Counter(p.decision.mode for p in placed)
+    summary = ", ".join(f"{count[m]} {m}" for m in MODES if count[m])
+    lines.append(f"      # {len(placed)} variants: {summary}")
+    lines.append(f"      unlisted_test_mode: {unlisted}")
+    groups: dict[tuple[str, str], list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
+    for mode, reason, name, evidence in names:
+        if name in precision:
+            continue
+        if mode != unlisted:
+            groups[(mode, reason)].append((name, evidence))
+    if not groups and not precision:
+        return lines
+    lines.append("      tests:")
+    for (mode, reason), members in sorted(
+        groups.items(), key=lambda kv: (MODES.index(kv[0][0]), kv[0][1])
+    ):
+        evid = Counter(e for _, ev in members for e in ev)
+        lines.append(f"        {MARK} {reason} ({len(members)} names)")
+        for e, n in evid.most_common(3):
+            lines.append(f"        #   {_comment(e)}" + (f" (x{n})" if n > 1 else ""))
+        lines.append("        - names:")
+        lines += [f"            - {_q(n)}" for n, _ in sorted(members)]
+        lines.append(f"          mode: {mode}")
+        lines.append(f"          tags: [{TAG}]")
+    for name in sorted(precision):
+        pr = precision[name]
+        lines.append(f"        {MARK} precision_edit:{pr.dtype} (1 name)")
+        lines.append(f"        #   {_comment(pr.why)}")
+        lines.append("        - names:")
+        lines.append(f"            - {_q(name)}")
+        lines.append("          mode: mandatory_success")
+        lines.append(f"          tags: [{TAG}]")
+        lines.append("          edits:")
+        lines.append("            dtypes:")
+        lines.append("              include:")
+        lines.append(f"                - name: {pr.dtype}")
+        lines.append(f"                  precision: {{atol: {pr.atol:.3g}, rtol: {pr.rtol:.3g}}}")
+    return lines
+
+
+def evidence_lines(placed: Iterable[Placed], fingerprints: Mapping[str, str]) -> str:
+    """The sidecar: one JSON line per variant, sorted by variant ID."""
+    rows = []
+    for p in sorted(placed, key=lambda x: x.decision.variant_id):
+        d = p.decision
+        row: dict[str, Any] = {
+            "variant_id": d.variant_id,
+            "mode": d.mode,
+            "reason": d.reason,
+            "evidence": list(d.evidence),
+            "source": d.source,
+        }
+        fp = fingerprints.get(d.variant_id)
+        if fp:
+            row["fingerprint"] = fp
+        rows.append(json.dumps(row, sort_keys=True))
+    return "\n".join(rows) + ("\n" if rows else "")
