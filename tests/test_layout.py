@@ -14,6 +14,9 @@ FORBIDDEN = {
     "runner": {"plugin", "cli"},
     "config": {"plugin", "runner", "cli"},
     "relay": {"plugin", "cli"},
+    "model": {"plugin", "runner", "cli", "select", "opmap", "memory"},
+    "opmap": {"plugin", "runner", "cli", "select", "memory"},
+    "select": {"plugin", "runner", "cli"},
 }
 
 

@@ -34,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     from ootest.cli import select_cmd
 
     select_cmd.add_parser(sub)
+    from ootest.cli import model_cmd
+
+    model_cmd.add_parser(sub)
     return p
 
 

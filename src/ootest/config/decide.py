@@ -14,6 +14,7 @@ Order of precedence (documented in docs/config.md):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -55,7 +56,7 @@ class Decision:
 _Ref = TypeVar("_Ref", DtypeRef, OpRef, ModuleRef)
 
 
-def _by_name(refs: list[_Ref] | None, strip: str = "") -> dict[str, tuple[int, _Ref]] | None:
+def _by_name(refs: Sequence[_Ref] | None, strip: str = "") -> dict[str, tuple[int, _Ref]] | None:
     """name -> (position, ref); the first of equal names wins, as in a list scan."""
     if refs is None:
         return None

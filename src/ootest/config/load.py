@@ -21,7 +21,9 @@ from pydantic import BaseModel, ValidationError
 
 from ootest.config import paths
 from ootest.config.model import (
+    CASES_KEYS,
     MODES,
+    CasesDocument,
     Document,
     FileEntry,
     GlobalCaps,
@@ -177,9 +179,9 @@ def _key_path(loc: Loc) -> str:
 
 
 # --------------------------------------------------- schema walk for messages
-def _model_at(loc: Loc) -> type[BaseModel] | None:
+def _model_at(loc: Loc, root: type[BaseModel] = Document) -> type[BaseModel] | None:
     """The pydantic model that owns the mapping at ``loc`` (for 'expected keys')."""
-    model: Any = Document
+    model: Any = root
     for part in loc:
         if isinstance(part, int):
             continue
@@ -228,12 +230,12 @@ def _yaml_type(v: Any) -> str:
     return f"{v!r}"
 
 
-def _describe(err: Any, loc: Loc) -> str:
+def _describe(err: Any, loc: Loc, root: type[BaseModel] = Document) -> str:
     typ = err["type"]
     found = err.get("input")
     if typ == "extra_forbidden":
         name = str(loc[-1])
-        model = _model_at(loc[:-1])
+        model = _model_at(loc[:-1], root)
         allowed = sorted((f.alias or n) for n, f in model.model_fields.items()) if model else []
         hint = difflib.get_close_matches(name, allowed, n=1)
         msg = f"unknown key {name!r}"
@@ -372,18 +374,37 @@ _BOOL = "tag:yaml.org,2002:bool"
 _NULL = "tag:yaml.org,2002:null"
 
 
+def _problems(path: Path, node: Any, e: ValidationError, root: type[BaseModel]) -> list[Problem]:
+    problems = []
+    for err in e.errors():
+        loc: Loc = tuple(err["loc"])
+        # pydantic reports union members and 'function-before' steps in loc; drop them.
+        loc = tuple(p for p in loc if not (isinstance(p, str) and "[" in p))
+        line, col = _position(node, loc, key=err["type"] == "extra_forbidden")
+        problems.append(Problem(str(path), line, col, _key_path(loc), _describe(err, loc, root)))
+    return problems
+
+
 def _validate(path: Path, data: Any, node: Any) -> Document:
+    problems: list[Problem] = []
+    cases: CasesDocument | None = None
+    if "cases" in data:
+        # Torch Spyre's model-case files: top-level model/default(s)/cases, checked on
+        # their own; what else the file holds is a config as usual.
+        try:
+            cases = CasesDocument.model_validate({k: data[k] for k in CASES_KEYS if k in data})
+        except ValidationError as e:
+            problems += _problems(path, node, e, CasesDocument)
+        data = {k: v for k, v in data.items() if k not in CASES_KEYS}
+        if not data:
+            data = {"test_suite_config": {}}
     try:
         doc = Document.model_validate(data)
     except ValidationError as e:
-        problems = []
-        for err in e.errors():
-            loc: Loc = tuple(err["loc"])
-            # pydantic reports union members and 'function-before' steps in loc; drop them.
-            loc = tuple(p for p in loc if not (isinstance(p, str) and "[" in p))
-            line, col = _position(node, loc, key=err["type"] == "extra_forbidden")
-            problems.append(Problem(str(path), line, col, _key_path(loc), _describe(err, loc)))
+        problems += _problems(path, node, e, Document)
+    if problems:
         raise ConfigError(problems) from None
+    doc._cases = cases
     _attach_origins(path, node, doc)
     return doc
 
@@ -403,6 +424,15 @@ def _attach_origins(path: Path, node: Any, doc: Document) -> None:
         f._origin = f"{path}:{fnode.start_mark.line + 1}"
         for t, tnode in zip(f.tests, items(fnode, "tests"), strict=False):
             t._origin = f"{path}:{tnode.start_mark.line + 1}"
+            found = _child(tnode, "edits")
+            enode = found[1] if found else None
+            for axis in ("ops", "modules"):
+                edit = getattr(t.edits, axis, None) if t.edits else None
+                found = _child(enode, axis) if enode is not None else None
+                if edit is None or found is None:
+                    continue
+                for ref, rnode in zip(edit.include, items(found[1], "include"), strict=False):
+                    ref._origin = f"{path}:{rnode.start_mark.line + 1}"
     gfound = _child(top, "global") if top is not None else None
     gnode = gfound[1] if gfound else None
     g = suite.global_
@@ -431,6 +461,7 @@ def _compose(base: TestSuiteConfig, child: TestSuiteConfig) -> TestSuiteConfig:
         supported_modules=_merge_named(
             base.global_.supported_modules, child.global_.supported_modules
         ),
+        input_config=child.global_.input_config or base.global_.input_config,
     )
     return TestSuiteConfig(
         extends=[],
@@ -490,6 +521,98 @@ def _load_doc(
     return suite, doc, data
 
 
+# Fields of model-derived entries that ootest accepts but does not apply: one note
+# per field and config, however many entries use it (Note [Model call specs]).
+_NOT_APPLIED = {
+    "device_layout": "Torch Spyre's device layout of a tensor: accepted, not applied "
+    "(ootest creates the declared shape, stride and storage offset)",
+    "preset": "tensor presets: accepted, not applied",
+    "init: file": "tensors loaded from files: accepted, not run (those variants are skipped)",
+    "sample_inputs_func": "on a module entry: accepted, not used (a module entry's calls "
+    "are its forward_inputs)",
+    "tags": "tags of a declared call: the one naming it (<name>.<n>) is its variant's "
+    "'entry' axis; the others (e.g. bf16operation) are kept as data, not made marks "
+    "(select with the test entry's tags: -m tag__<tag>)",
+}
+
+
+def _model_notes(src: Path, suite: TestSuiteConfig, doc: Document) -> list[Problem]:
+    """Notes on model-derived entries: fields accepted but not applied, and the
+    devices their traces came from (mapped to the device under test)."""
+    out: list[Problem] = []
+    if doc.cases is not None:
+        out.append(
+            Problem(
+                str(src),
+                0,
+                0,
+                "cases",
+                f"{len(doc.cases.cases)} model cases (Torch Spyre's model-case format): "
+                "validated, not run; ootest runs model calls declared as edits.ops.include "
+                "entries with sample_inputs_func (docs/model.md)",
+            )
+        )
+    seen: dict[str, tuple[int, str, str]] = {}  # field -> (count, origin, key path)
+    devices: dict[str, None] = {}
+
+    def note(what: str, origin: str, key: str) -> None:
+        n, first, path = seen.get(what, (0, origin, key))
+        seen[what] = (n + 1, first, path)
+
+    for i, f in enumerate(suite.files):
+        for j, t in enumerate(f.tests):
+            if t.edits is None:
+                continue
+            calls = []
+            for k, op in enumerate(t.edits.ops.include if t.edits.ops else ()):
+                if op.sample_inputs_func is not None:
+                    where = f"files[{i}].tests[{j}].edits.ops.include[{k}]"
+                    if any(not tag.startswith(op.name + ".") for tag in op.tags):
+                        note("tags", op.origin or t.origin, f"{where}.tags")
+                    where += ".sample_inputs_func"
+                    calls.append((op.origin or t.origin, where, op.sample_inputs_func))
+            for k, mod in enumerate(t.edits.modules.include if t.edits.modules else ()):
+                where = f"files[{i}].tests[{j}].edits.modules.include[{k}]"
+                origin = mod.origin or t.origin
+                if mod.sample_inputs_func is not None:
+                    note("sample_inputs_func", origin, f"{where}.sample_inputs_func")
+                if mod.constructor_inputs is not None:
+                    calls.append((origin, f"{where}.constructor_inputs", mod.constructor_inputs))
+                for m, fwd in enumerate(mod.forward_inputs or ()):
+                    calls.append((origin, f"{where}.forward_inputs[{m}]", fwd))
+            for origin, where, call in calls:
+                for item, arg in call.items():
+                    specs = [("tensor", arg.tensor)] if arg.tensor is not None else []
+                    specs += [(f"tensor_list[{n}]", x) for n, x in enumerate(arg.tensor_list or ())]
+                    for name, spec in specs:
+                        key = f"{where}.{item}.{name}"
+                        if spec.device is not None:
+                            devices[spec.device] = None
+                        if spec.device_layout is not None:
+                            note("device_layout", origin, f"{key}.device_layout")
+                        if spec.preset is not None:
+                            note("preset", origin, f"{key}.preset")
+                        if spec.init == "file":
+                            note("init: file", origin, f"{key}.init")
+    for what, (n, origin, key) in seen.items():
+        file, _, line = origin.rpartition(":")
+        many = f" ({n} times; the first is here)" if n > 1 else ""
+        out.append(Problem(file or str(src), int(line or 0), 0, key, _NOT_APPLIED[what] + many))
+    if devices:
+        out.append(
+            Problem(
+                str(src),
+                0,
+                0,
+                "",
+                f"model entries were recorded on {', '.join(devices)}: ootest creates their "
+                "tensors on the device under test (and maps device arguments other than 'cpu' "
+                "to it)",
+            )
+        )
+    return out
+
+
 def load_config(
     path: str | os.PathLike[str],
     *,
@@ -518,6 +641,7 @@ def load_config(
                 "'device:' or --ootest-device",
             )
         )
+    cfg.warnings += _model_notes(src, suite, doc)
     for i, f in enumerate(suite.files):
         where = f.origin or f"{src}:0"
         fname, _, fline = where.rpartition(":")

@@ -18,11 +18,22 @@ so the parametrizers are wrapped, only when a config has such an include:
 The outcome of an injected variant is decided like any other (the include also
 lets it past the capability gates). Tests are matched by template class and
 method, since the variant does not exist yet.
+
+Model-derived entries (docs/model.md) are injected the same way: an
+``ops.include`` entry with ``sample_inputs_func`` is one variant of the ``@ops``
+test with exactly the declared call (an ``ootest.model.infos.ModelOpInfo``; its
+dtype is the call's, whatever dtypes the test allows, and an ``entry`` axis says
+which entry it is, see Note [Model variant names]); a ``modules.include`` entry
+with ``module_path`` one ModuleInfo whose class is imported at collection: a class
+that cannot be imported gives variants skipped with the import error, never a
+collection error.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
+import unittest
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,8 +41,10 @@ from typing import TYPE_CHECKING, Any
 
 from ootest.config.when import Context, holds
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pydantic loads only when a config must be read (see _core)
     from ootest.config.load import Config
+    from ootest.config.model import ModuleInclude, OpInclude
+    from ootest.model.entries import Inputs, ModelModule, ModelOp
 
 
 def _norm_module(name: str) -> str:
@@ -43,9 +56,11 @@ class Extra:
     ops: list[str] = field(default_factory=list)
     modules: list[str] = field(default_factory=list)
     dtypes: list[str] = field(default_factory=list)
+    model_ops: list[ModelOp] = field(default_factory=list)  # declared calls
+    model_modules: list[ModelModule] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.ops or self.modules or self.dtypes)
+        return bool(self.ops or self.modules or self.dtypes or self.model_ops or self.model_modules)
 
 
 @dataclass
@@ -54,6 +69,16 @@ class Injector:
     backend: str
     ctx: Context
     _cache: dict[tuple[str, str, str], Extra] = field(default_factory=dict)
+    _inputs: Inputs | None = None
+
+    @property
+    def inputs(self) -> Inputs:
+        """Seed and trace device of the config's model entries (once)."""
+        if self._inputs is None:
+            from ootest.model.entries import inputs_of
+
+            self._inputs = inputs_of(self.cfg.suite)
+        return self._inputs
 
     @staticmethod
     def needed(cfg: Config) -> bool:
@@ -81,15 +106,30 @@ class Injector:
             return self._cache[key]
         out = Extra()
         rf = self.cfg.file_for(Path(file)) if file else None
+        calls: list[tuple[int, OpInclude]] = []
+        modules: list[ModuleInclude] = []
         for entry, patterns in rf.patterns if rf is not None else ():
             e = entry.edits
             if e is None or not holds(entry.when, self.ctx):
                 continue
             if not any(p.matches_template(cls_name, method) for p in patterns):
                 continue
-            out.ops += [r.name for r in (e.ops.include if e.ops else [])]
-            out.modules += [_norm_module(r.name) for r in (e.modules.include if e.modules else [])]
+            for i, op in enumerate(e.ops.include if e.ops else ()):
+                if op.sample_inputs_func is not None:
+                    calls.append((i, op))
+                else:
+                    out.ops.append(op.name)
+            for ref in e.modules.include if e.modules else ():
+                if ref.module_path is not None:
+                    modules.append(ref)
+                else:
+                    out.modules.append(_norm_module(ref.name))
             out.dtypes += [r.name for r in (e.dtypes.include if e.dtypes else [])]
+        if calls or modules:
+            from ootest.model.entries import model_modules, model_ops
+
+            out.model_ops = model_ops(calls)
+            out.model_modules = model_modules(modules)
         self._cache[key] = out
         return out
 
@@ -116,15 +156,17 @@ def install(inj: Injector) -> None:
     if "_get_dtypes" in vars(cdt.PrivateUse1TestBase):  # a torch that overrides it
         orig_get_dtypes = vars(cdt.PrivateUse1TestBase)["_get_dtypes"].__func__
 
-    def extended(orig: Any, list_attr: str, find: Any) -> Any:
+    def extended(orig: Any, list_attr: str, find: Any, declared: Any) -> Any:
         """``orig`` (a parametrizer's ``_parametrize_test``) with the config's extra
-        entries in ``self.<list_attr>`` and extra allowed dtypes, for one call."""
+        entries in ``self.<list_attr>`` and extra allowed dtypes, for one call; then
+        the declared (model-derived) entries ``declared(extra)`` gives."""
 
         def parametrize(self: Any, test: Any, generic_cls: Any, device_cls: Any) -> Iterator[Any]:
             extra = inj.extra(test, getattr(generic_cls, "__name__", None))
             if not extra or not inj.is_device(device_cls):
-                yield from orig(self, test, generic_cls, device_cls)
-                return
+                if getattr(self, list_attr) or not extra:
+                    yield from orig(self, test, generic_cls, device_cls)
+                return  # a list only the config fills (ootest's model test) is empty elsewhere
             saved = (getattr(self, list_attr), self.allowed_dtypes)
             have = {id(x) for x in saved[0]}
             added = [x for x in find(extra) if id(x) not in have]
@@ -132,10 +174,12 @@ def install(inj: Injector) -> None:
             if self.allowed_dtypes is not None:
                 self.allowed_dtypes = set(self.allowed_dtypes) | set(_dtypes(extra.dtypes))
             try:
-                yield from orig(self, test, generic_cls, device_cls)
+                if getattr(self, list_attr):
+                    yield from orig(self, test, generic_cls, device_cls)
             finally:
                 setattr(self, list_attr, saved[0])
                 self.allowed_dtypes = saved[1]
+            yield from declared(self, orig, test, generic_cls, device_cls, extra)
 
         return parametrize
 
@@ -149,8 +193,47 @@ def install(inj: Injector) -> None:
         wanted = set(extra.modules)
         return [m for m in cm.module_db if m.name in wanted]
 
-    ops_parametrize = extended(orig_ops, "op_list", find_ops)
-    modules_parametrize = extended(orig_modules, "module_info_list", find_modules)
+    def declared_ops(
+        self: Any, orig: Any, test: Any, generic_cls: Any, device_cls: Any, extra: Extra
+    ) -> Iterator[Any]:
+        if not extra.model_ops:
+            return
+        from ootest.model.infos import model_op_info
+
+        infos = [model_op_info(m, inj.inputs) for m in extra.model_ops]
+        saved = (self.op_list, self.opinfo_dtypes, self.allowed_dtypes)
+        self.op_list = infos
+        # The call's own dtype, whatever the test allows (a dtype-less test stays so).
+        if self.opinfo_dtypes != cdt.OpDTypes.none:
+            self.opinfo_dtypes = cdt.OpDTypes.supported
+        self.allowed_dtypes = None
+        try:
+            for fn, name, kwargs, decorators in orig(self, test, generic_cls, device_cls):
+                info = kwargs["op"]
+                yield (_with_entry(fn), name, {**kwargs, "entry": info.model.entry}, decorators)
+        finally:
+            self.op_list, self.opinfo_dtypes, self.allowed_dtypes = saved
+
+    def declared_modules(
+        self: Any, orig: Any, test: Any, generic_cls: Any, device_cls: Any, extra: Extra
+    ) -> Iterator[Any]:
+        if not extra.model_modules:
+            return
+        from ootest.model.infos import ModelModuleInfo
+
+        infos = [ModelModuleInfo(m, inj.inputs) for m in extra.model_modules]
+        saved = (self.module_info_list, self.allowed_dtypes)
+        self.module_info_list, self.allowed_dtypes = infos, None
+        try:
+            for fn, name, kwargs, decorators in orig(self, test, generic_cls, device_cls):
+                why = kwargs["module_info"].import_error
+                yield (_skipped(fn, why) if why else fn, name, kwargs, decorators)
+        finally:
+            self.module_info_list, self.allowed_dtypes = saved
+
+    ops_parametrize = extended(orig_ops, "op_list", find_ops, declared_ops)
+    modules_parametrize = extended(orig_modules, "module_info_list", find_modules, declared_modules)
+    ops_parametrize.__ootest_injection__ = True
 
     def get_dtypes(cls: Any, test: Any) -> Any:
         found = orig_get_dtypes(cls, test)
@@ -163,3 +246,24 @@ def install(inj: Injector) -> None:
     setattr(cdt.ops, "_parametrize_test", ops_parametrize)  # noqa: B010
     setattr(cm.modules, "_parametrize_test", modules_parametrize)  # noqa: B010
     setattr(cdt.PrivateUse1TestBase, "_get_dtypes", classmethod(get_dtypes))  # noqa: B010
+
+
+def _with_entry(fn: Any) -> Any:
+    """The test without the ``entry`` argument: it is an axis of the variant ID (read
+    from the bound ``param_kwargs``), not a parameter the test takes."""
+
+    @functools.wraps(fn)
+    def test(*args: Any, entry: str = "", **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    return test
+
+
+def _skipped(fn: Any, reason: str) -> Any:
+    """The test, skipped with ``reason`` (a declared module that cannot be imported)."""
+
+    @functools.wraps(fn)
+    def test(*args: Any, **kwargs: Any) -> Any:
+        raise unittest.SkipTest(reason)
+
+    return test

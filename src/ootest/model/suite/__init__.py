@@ -1,0 +1,1 @@
+"""ootest's generic test for model-derived calls (run with a config that injects them)."""
