@@ -275,3 +275,26 @@ def test_summary_caps_a_long_stale_list(capsys: pytest.CaptureFixture[str]) -> N
     assert "23 config name(s) matched no test" in out
     assert "T::test_19" in out and "T::test_20" not in out
     assert "... and 3 more" in out
+
+
+def test_skips_are_summarised_by_who_skipped(capsys: pytest.CaptureFixture[str]) -> None:
+    from ootest.record.results import skip_cause
+    from ootest.runner.render import print_summary
+
+    upstream = {
+        "kind": "result", "variant_id": "t/a.py::T::test_cuda", "file": "t/a.py",
+        "outcome": "skipped", "mode": "mandatory_success",
+        "reason": "not listed in the config (unlisted_test_mode: mandatory_success)",
+        "message": "Skipped: Only runs on cuda",
+    }  # fmt: skip
+    config = {
+        "kind": "result", "variant_id": "t/a.py::T::test_x", "file": "t/a.py",
+        "outcome": "skipped", "mode": "skip", "reason": "needs fp64",
+        "message": "Skipped: needs fp64",
+    }  # fmt: skip
+    assert skip_cause(upstream) == "test: Only runs on cuda"
+    assert skip_cause(config) == "config: needs fp64"
+    print_summary(RunData.from_records([upstream, config]), "r.jsonl", [], [])
+    out = capsys.readouterr().out
+    assert "test: Only runs on cuda" in out and "config: needs fp64" in out
+    assert "unlisted_test_mode: mandatory_success" not in out

@@ -197,6 +197,15 @@ def blocking(rec: Record) -> bool:
     return rec["outcome"] in BAD and rec.get("mode") in (None, "mandatory_success")
 
 
+def skip_cause(rec: Record) -> str:
+    """Who skipped a skipped result, and why: the config (its reason) or the test
+    itself (its own message: ``Only runs on cuda``, a module-level skip)."""
+    if rec.get("mode") in ("skip",):
+        return f"config: {rec.get('reason') or '?'}"
+    text = str(rec.get("message") or rec.get("reason") or "?").strip()
+    return "test: " + text.removeprefix("Skipped: ").splitlines()[0][:200] if text else "test: ?"
+
+
 def headline(message: object) -> str:
     """The one line of a failure message a person wants first.
 

@@ -32,6 +32,7 @@ from ootest.record.results import (
     RunData,
     blocking,
     headline,
+    skip_cause,
 )
 from ootest.runner.guard import Trip
 
@@ -146,13 +147,9 @@ def print_summary(
         table.add_row(esc(f), *(_cell(o, c[o]) for o in present))
     table.add_row("[b]total[/b]", *(_cell(o, total[o]) for o in present))
     console.print(table)
-    reasons = Counter(
-        str(r.get("reason") or r.get("message") or "?")
-        for r in data.records()
-        if r["outcome"] == SKIPPED
-    )
+    reasons = Counter(skip_cause(r) for r in data.records() if r["outcome"] == SKIPPED)
     if reasons:
-        console.print("[b]top skip reasons[/b]")
+        console.print("[b]top skip reasons[/b] (who skipped: the config or the test itself)")
         for reason, n in reasons.most_common(5):
             console.print(f"  {n:5d}  {esc(reason)}")
     causes = failure_causes(data)
