@@ -155,3 +155,24 @@ def test_ops_capture_survives_a_segfault_and_answers_queries(tmp_path: Path) -> 
     # the run resumed past the crash: the variant after it was recorded too
     q = ootest("ops", "tests-for", "aten::abs", "--db", str(db), "--json", cwd=tmp_path)
     assert q.returncode == 0 and V + "test_tail" in q.stdout, q.stdout + q.stderr
+
+
+def test_aten_marks_select_what_the_op_map_says(tmp_path: Path) -> None:
+    from tests.conftest import ROOT, ootest
+
+    db = tmp_path / "ops.db"
+    r = ootest("ops", "capture", "examples/suite", "--device", "emu:full", "--db", str(db), "-q")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    q = ootest("ops", "tests-for", "aten::mm", "--db", str(db), "--json", cwd=tmp_path)
+    want = {v["variant_id"] for v in json.loads(q.stdout)["variants"]}
+    assert want
+    got = tmp_path / "v.jsonl"
+    sel = run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "examples/suite",
+         "--collect-only", "--ootest-device", "emu:full", "--ootest-ops", str(db),
+         "-m", "aten__mm", "--ootest-variants", str(got)],
+        cwd=ROOT,
+    )  # fmt: skip
+    assert sel.returncode == 0, sel.stdout[-2000:] + sel.stderr[-2000:]
+    seen = {json.loads(x)["variant_id"] for x in got.read_text().splitlines()}
+    assert seen == want

@@ -78,6 +78,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--collect-only this enumerates variants without running them",
     )
     group.addoption(
+        "--ootest-ops",
+        dest="ootest_ops",
+        metavar="DB",
+        help="an op map index: every variant also gets 'aten__<op>' marks for the ops it was "
+        "seen to call (-m aten__mm selects every test that calls mm)",
+    )
+    group.addoption(
         "--ootest-ops-capture",
         dest="ootest_ops_capture",
         metavar="PATH",

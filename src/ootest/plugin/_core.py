@@ -160,6 +160,7 @@ class OotestPlugin:
     _inflight: Path | None = None
     _outcome_marks: dict[tuple[str, str], pytest.MarkDecorator] = field(default_factory=dict)
     _decided: list[pytest.Item] = field(default_factory=list)  # items with stashed records
+    op_marks: dict[str, tuple[str, ...]] | None = None  # variant ID -> aten__ marks (--ootest-ops)
 
     # ------------------------------------------------------------------ setup
     @classmethod
@@ -219,6 +220,9 @@ class OotestPlugin:
             timeout=float(timeout) if timeout else None,
             state_dir=Path(state) if state else None,
         )
+        ops_db = getattr(ns, "ootest_ops", None)
+        if ops_db:
+            plugin.op_marks = _op_marks(Path(ops_db))
         dump = getattr(ns, "ootest_variants", None)
         if dump:
             config.pluginmanager.register(VariantDump(Path(dump), plugin), "ootest-variants")
@@ -448,6 +452,8 @@ class OotestPlugin:
                 item.stash[OUTCOME] = outcome
                 self.used_patterns.update(outcome.matched)
                 self._apply(item, outcome)
+            if self.op_marks is not None:
+                marks = (*marks, *self.op_marks.get(facts.variant_id, ()))
             wanted.update(dict.fromkeys(marks))
             planned.append((item, marks))
         self._deselect_by_node_id(config, items)
@@ -752,6 +758,19 @@ def _axis_marks(v: Variant) -> tuple[str, ...]:
     ops = (f"op__{op}" for op in (v.op_name, v.op) if op)
     module = (f"module__{v.module}",) if v.module else ()
     return unique([*ops, *(f"dtype__{dt}" for dt in v.dtypes), *module])
+
+
+def _op_marks(path: Path) -> dict[str, tuple[str, ...]]:
+    """``aten__<op>`` marks per variant ID: the op packets the op map saw it call
+    (``aten::add.Tensor`` -> ``aten__add``), so ``-m aten__mm`` selects by evidence."""
+    from ootest.opmap.store import OpStore
+
+    out: dict[str, tuple[str, ...]] = {}
+    with OpStore.open(path) as store:
+        for vid, ops, *_ in store.evidence():
+            packets = {o.partition(".")[0].replace("::", "__") for o in ops}
+            out[vid] = tuple(sorted(packets))
+    return out
 
 
 def _drop(stash: pytest.Stash, key: pytest.StashKey[Any]) -> None:

@@ -61,6 +61,7 @@ _MARK_TEXT = {
     "module__": "variants of module ",
     "tag__": "config tag ",
     "label__": "config label ",
+    "aten__": "variants the op map saw call aten::",
 }
 
 
