@@ -4,7 +4,7 @@
     ├── UserError               something the user can fix (exit code 2 in the CLI)
     │   ├── ConfigError         one or more problems in a config file (carries Problems)
     │   └── DeviceError         the requested device cannot be loaded or registered
-    └── (anything else)         a bug in ootest (exit code 3)
+    └── (anything else)         a bug in ootest (exit code 70)
 
 Every user-facing message says where, what was expected, what was found and how
 to fix it.
@@ -13,6 +13,15 @@ to fix it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# The exit codes of every ``ootest`` command (one table; docs and README follow it).
+EXIT_OK = 0  # success
+EXIT_FAILED = 1  # test failures (a mandatory test did not pass, a strict xfail passed), or
+#                  problems found by ``config validate``, or a delivery that failed
+EXIT_USAGE = 2  # a usage, config or device error the user can fix (a UserError)
+EXIT_GUARD = 3  # ``run``: the collection guard tripped
+EXIT_BUG = 70  # a bug in ootest (any exception that is not a UserError)
+EXIT_INTERRUPTED = 130  # Ctrl-C
 
 
 class OotestError(Exception):

@@ -1,8 +1,8 @@
 """``ootest`` command line: one module per subcommand, ``main(argv) -> int``.
 
-Exit codes: 0 success; 1 test failures (or config problems for ``config validate``);
-2 usage or config error; 3 collection guard tripped (``run``); 130 interrupted;
-70 a bug in ootest. Any other code is a bug too.
+Exit codes: the table in :mod:`ootest.errors` (0 success; 1 test failures, or config
+problems for ``config validate``; 2 usage or config error; 3 collection guard
+tripped, ``run``; 70 a bug in ootest; 130 interrupted).
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from ootest.errors import UserError
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 70, 130
+from ootest.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, UserError
 
 
 def _parser() -> argparse.ArgumentParser:

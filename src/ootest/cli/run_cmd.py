@@ -20,9 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ootest.errors import UserError
+from ootest.errors import EXIT_FAILED, EXIT_GUARD, EXIT_OK, EXIT_USAGE, UserError
 
-EXIT_GUARD = 3
 DEFAULT_DIR = Path(".ootest")
 
 
@@ -165,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
             f"{last.returncode}){where}{tail}",
             file=sys.stderr,
         )
-        return 2
+        return EXIT_USAGE
     extra: list[str] = []
     crashes = [a.crash for a in sup.attempts if a.crash is not None]
     if crashes:
@@ -201,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
             f"with {results})",
             file=sys.stderr,
         )
-        return 2
+        return EXIT_USAGE
     if not last.finished:
         tail = _tail(log) if log is not None else ""
         print(
@@ -210,23 +209,23 @@ def run(args: argparse.Namespace) -> int:
             f"kept in {results}\n{tail}",
             file=sys.stderr,
         )
-        return 2
+        return EXIT_USAGE
     if last.returncode in (3, 4):  # pytest internal error or usage error
         print(f"ootest: error: pytest exited with status {last.returncode}", file=sys.stderr)
         if log is not None:
             print(_tail(log), file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.strict_config and data.stale:
         print(
             f"ootest: error: --strict-config: {len(data.stale)} config name(s) matched no test",
             file=sys.stderr,
         )
-        return 2
+        return EXIT_USAGE
     if trips:
         return EXIT_GUARD
     if any(blocking(r) for r in data.results.values()):
-        return 1
-    return 0
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 def _unique(files: list[Any]) -> list[Any]:
