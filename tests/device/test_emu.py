@@ -52,4 +52,4 @@ def test_unknown_profile_is_a_clear_error() -> None:
         ]
     )
     assert r.returncode == 4
-    assert "emu: unknown profile 'adult'; expected one of full, young" in r.stderr
+    assert "emu: unknown profile 'adult'; expected one of faulty, full, young" in r.stderr

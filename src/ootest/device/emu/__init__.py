@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ootest.cache import cache_dir
-from ootest.errors import DeviceError
+from ootest.errors import DeviceError, Problem
 
 NAME = "emu"
 _HERE = Path(__file__).resolve().parent
@@ -69,6 +69,37 @@ NATIVE_OPS = frozenset(
 )
 
 
+# Note [emu faults]
+# A profile may declare faults: ops that misbehave the way a young device's
+# kernels do (wrong numbers, a crash, a hang, a device error), deterministically,
+# so that the selection pipeline can be tested against every kind of failure.
+# They act in the C++ kernel wrapper (emu.cpp, emu_boxed_kernel), not in Python:
+# a crash kills the process with a real signal and a hang blocks inside the
+# kernel, exactly where a real device's would.
+FAULT_KINDS = ("wrong", "crash", "hang", "error")
+CRASH_SIGNALS = ("SIGSEGV", "SIGABRT")
+_FAULT_KEYS = {
+    "wrong": ("kind", "dtypes", "min_numel", "rel_error"),
+    "crash": ("kind", "dtypes", "min_numel", "signal"),
+    "hang": ("kind", "dtypes", "min_numel"),
+    "error": ("kind", "dtypes", "min_numel", "message"),
+}
+_PROFILE_KEYS = ("description", "extends", "dtypes", "ops", "op_dtypes", "faults")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One declared fault of an op (see Note [emu faults] and docs/emu.md)."""
+
+    kind: str  # one of FAULT_KINDS
+    dtypes: tuple[str, ...] = ()  # fires only when a device argument has one; empty: any
+    min_numel: int = 0  # fires only when a device argument has at least this many elements
+    rel_error: float = 0.0  # wrong: every floating result element is off by this, relatively
+    signal: str = "SIGSEGV"  # crash: the signal that kills the process
+    message: str = ""  # error: the device's words
+    origin: str = ""  # "file:line:col" of the entry, for messages
+
+
 @dataclass
 class Profile:
     name: str
@@ -76,39 +107,217 @@ class Profile:
     dtypes: list[str] = field(default_factory=list)  # empty: every dtype
     ops: list[str] = field(default_factory=list)  # "*": everything the CPU implements
     op_dtypes: dict[str, list[str]] = field(default_factory=dict)
+    faults: dict[str, Fault] = field(default_factory=dict)
+    path: str = ""
 
 
 def profiles() -> list[str]:
     return sorted(p.stem for p in _PROFILES.glob("*.yaml"))
 
 
-def read_profile(name_or_path: str) -> Profile:
-    import yaml
-
+def _profile_path(name_or_path: str, relative_to: Path | None = None) -> Path:
     path = Path(name_or_path)
     if not path.suffix:
-        path = _PROFILES / f"{name_or_path}.yaml"
+        return _PROFILES / f"{name_or_path}.yaml"
+    if relative_to is not None and not path.is_absolute():
+        return relative_to / path
+    return path
+
+
+class _Yaml:
+    """A profile file's data with the position of every value (for messages)."""
+
+    def __init__(self, path: Path) -> None:
+        import yaml
+
+        self.path = path
+        text = path.read_text()
+        try:
+            self.node = yaml.compose(text)
+        except yaml.MarkedYAMLError as e:
+            mark = e.problem_mark
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+            raise DeviceError(f"{where}: YAML syntax error: {e.problem}; fix the syntax") from None
+        self.data = yaml.safe_load(text) or {}
+
+    def problem(self, keys: tuple[str | int, ...], message: str, *, key: bool = False) -> Problem:
+        """A problem at ``keys`` (at the key itself when ``key``), placed at the
+        deepest node of that path that exists."""
+        import yaml
+
+        node, line, col = self.node, 1, 1
+        for i, k in enumerate(keys):
+            if isinstance(k, int) and isinstance(node, yaml.SequenceNode) and k < len(node.value):
+                node = node.value[k]
+            elif isinstance(k, str) and isinstance(node, yaml.MappingNode):
+                pair = next((kv for kv in node.value if kv[0].value == k), None)
+                if pair is None:
+                    break
+                node = pair[0] if key and i == len(keys) - 1 else pair[1]
+            else:
+                break
+            line, col = node.start_mark.line + 1, node.start_mark.column + 1
+        path = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in keys)
+        return Problem(str(self.path), line, col, path.lstrip("."), message)
+
+
+def _yaml_type(v: object) -> str:
+    if v is None:
+        return "nothing"
+    if isinstance(v, list):
+        return "a list"
+    if isinstance(v, dict):
+        return "a mapping"
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    return f"{names.get(type(v), type(v).__name__)} ({v!r})"
+
+
+def _read_faults(doc: _Yaml, raw: object) -> tuple[dict[str, Fault], list[Problem]]:
+    problems: list[Problem] = []
+    out: dict[str, Fault] = {}
+    kinds = ", ".join(FAULT_KINDS)
+    if not isinstance(raw, dict):
+        msg = f"expected a mapping of op name to fault, found {_yaml_type(raw)}"
+        return out, [doc.problem(("faults",), msg)]
+    for op, entry in raw.items():
+        op = str(op)
+        at = ("faults", op)
+        if not isinstance(entry, dict):
+            msg = f"expected a mapping with 'kind:' ({kinds}), found {_yaml_type(entry)}"
+            problems.append(doc.problem(at, msg))
+            continue
+        kind = entry.get("kind")
+        if kind is None:
+            problems.append(doc.problem(at, f"missing 'kind:'; expected one of {kinds}"))
+            continue
+        if kind not in FAULT_KINDS:
+            msg = f"unknown fault kind {kind!r}; expected one of {kinds}"
+            problems.append(doc.problem((*at, "kind"), msg))
+            continue
+        allowed = _FAULT_KEYS[kind]
+        bad = [k for k in entry if k not in allowed]
+        for k in bad:
+            msg = f"unknown key {k!r} for a {kind!r} fault; expected one of {', '.join(allowed)}"
+            problems.append(doc.problem((*at, str(k)), msg, key=True))
+        dtypes = entry.get("dtypes", [])
+        if not isinstance(dtypes, list):
+            msg = f"expected a list of dtypes, found {_yaml_type(dtypes)}"
+            problems.append(doc.problem((*at, "dtypes"), msg))
+            dtypes = []
+        for i, d in enumerate(dtypes):
+            if d not in C10_DTYPES:
+                msg = f"unknown dtype {d!r}; expected one of {', '.join(C10_DTYPES)}"
+                problems.append(doc.problem((*at, "dtypes", i), msg))
+        min_numel = entry.get("min_numel", 0)
+        if isinstance(min_numel, bool) or not isinstance(min_numel, int) or min_numel < 0:
+            msg = f"expected an integer >= 0, found {min_numel!r}"
+            problems.append(doc.problem((*at, "min_numel"), msg))
+            min_numel = 0
+        rel_error = 0.0
+        if kind == "wrong":
+            if "rel_error" not in entry:
+                msg = (
+                    "missing 'rel_error:'; a 'wrong' fault needs the relative error of "
+                    "its results, e.g. rel_error: 1.0e-3"
+                )
+                problems.append(doc.problem(at, msg))
+            else:
+                v = entry["rel_error"]
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+                    msg = f"expected a number in (0, 1], found {v!r}"
+                    problems.append(doc.problem((*at, "rel_error"), msg))
+                else:
+                    rel_error = float(v)
+        sig = entry.get("signal", "SIGSEGV")
+        if kind == "crash" and sig not in CRASH_SIGNALS:
+            msg = f"expected one of {', '.join(CRASH_SIGNALS)}, found {sig!r}"
+            problems.append(doc.problem((*at, "signal"), msg))
+        origin = doc.problem(at, "", key=True)
+        out[op] = Fault(
+            kind=kind,
+            dtypes=tuple(str(d) for d in dtypes),
+            min_numel=min_numel,
+            rel_error=rel_error,
+            signal=str(sig),
+            message=str(entry.get("message", "")),
+            origin=f"{origin.file}:{origin.line}:{origin.col}",
+        )
+    return out, problems
+
+
+def read_profile(name_or_path: str) -> Profile:
+    """A profile by name (``young``: ``profiles/young.yaml``) or path, with what it
+    extends merged in; :class:`DeviceError` (``file:line:col: key: message``) if invalid."""
+    path = _profile_path(name_or_path)
     if not path.is_file():
         raise DeviceError(
             f"emu: unknown profile {name_or_path!r}; expected one of {', '.join(profiles())} "
             "or a path to a profile YAML file"
         )
-    data = yaml.safe_load(path.read_text()) or {}
-    dtypes = [str(d) for d in data.get("dtypes", [])]
+    return _read_profile(path, ())
+
+
+def _read_profile(path: Path, seen: tuple[Path, ...]) -> Profile:
+    doc = _Yaml(path)
+    data = doc.data
+    if not isinstance(data, dict):
+        msg = f"expected a mapping ({', '.join(_PROFILE_KEYS)}), found {_yaml_type(data)}"
+        raise DeviceError(str(Problem(str(path), 1, 1, "", msg)))
+    problems = [
+        doc.problem(
+            (str(k),),
+            f"unknown key {k!r}; expected one of {', '.join(_PROFILE_KEYS)}",
+            key=True,
+        )
+        for k in data
+        if k not in _PROFILE_KEYS
+    ]
+    # Note [emu profile extends]: a profile may extend another (a name or a path
+    # relative to it): its ops are added, its dtypes replace the base's when given,
+    # its op_dtypes and faults are merged over the base's, op by op.
+    base = Profile(name="")
+    if data.get("extends") is not None:
+        parent = str(data["extends"])
+        parent_path = _profile_path(parent, path.parent)
+        if not parent_path.is_file():
+            msg = (
+                f"unknown profile {parent!r}; expected one of {', '.join(profiles())} "
+                "or a path to a profile YAML file (relative to this one)"
+            )
+            raise DeviceError(str(doc.problem(("extends",), msg)))
+        chain = (*seen, path.resolve())
+        if parent_path.resolve() in chain:
+            names = " -> ".join(p.name for p in (*chain, parent_path.resolve()))
+            msg = f"profiles extend each other in a cycle ({names}); remove one 'extends:'"
+            raise DeviceError(str(doc.problem(("extends",), msg)))
+        base = _read_profile(parent_path, chain)
+    dtypes = [str(d) for d in data["dtypes"]] if "dtypes" in data else list(base.dtypes)
     if dtypes == ["*"]:
         dtypes = []
-    op_dtypes = {str(k): [str(d) for d in v] for k, v in (data.get("op_dtypes") or {}).items()}
+    own = {str(k): [str(d) for d in v] for k, v in (data.get("op_dtypes") or {}).items()}
+    op_dtypes = {**base.op_dtypes, **own}
     for d in [*dtypes, *(d for v in op_dtypes.values() for d in v)]:
         if d not in C10_DTYPES:
             raise DeviceError(
                 f"{path}: unknown dtype {d!r}; expected one of {', '.join(C10_DTYPES)}"
             )
+    faults = dict(base.faults)
+    if data.get("faults") is not None:
+        own_faults, more = _read_faults(doc, data["faults"])
+        problems += more
+        faults.update(own_faults)
+    if problems:
+        problems.sort(key=lambda p: (p.line, p.col))
+        raise DeviceError("\n".join(str(p) for p in problems))
+    ops = [*base.ops, *(str(o) for o in data.get("ops") or [] if str(o) not in base.ops)]
     return Profile(
         name=path.stem,
-        description=str(data.get("description", "")),
+        description=str(data.get("description", base.description)),
         dtypes=dtypes,
-        ops=[str(o) for o in data.get("ops", [])],
+        ops=ops,
         op_dtypes=op_dtypes,
+        faults=faults,
+        path=str(path),
     )
 
 
@@ -284,6 +493,30 @@ def _resolve_ops(profile: Profile) -> list[str]:
     return out
 
 
+# What emu.cpp's set_profile takes for one fault:
+# (kind, rel_error, c10 dtypes, min_numel, signal name, message).
+_CFault = tuple[str, float, list[str], int, str, str]
+
+
+def _resolve_faults(profile: Profile, ops: list[str]) -> dict[str, _CFault]:
+    """Each fault on every enabled overload it names ("add": add.Tensor, add_.Tensor,
+    add.out, ...), keyed like the C++ side's operator names (``aten::add.Tensor``)."""
+    out: dict[str, _CFault] = {}
+    for name, f in profile.faults.items():
+        hits = [o for o in ops if o == name or o.split(".", 1)[0] in (name, name + "_")]
+        if not hits:
+            raise DeviceError(
+                f"{f.origin}: faults.{name}: no op enabled by profile {profile.name!r} "
+                f"matches {name!r}; a fault applies to an enabled op: add it to 'ops:' "
+                "or remove the fault"
+            )
+        c = (f.kind, f.rel_error, [C10_DTYPES[d] for d in f.dtypes], f.min_numel)
+        for op in hits:  # an exact overload ("add.Tensor") wins over its op's entry
+            if op == name or f"aten::{op}" not in out:
+                out[f"aten::{op}"] = (*c, f.signal, f.message)
+    return out
+
+
 def load(profile: str = "young") -> types.ModuleType:
     """Build (cached), register and activate emu with a capability profile.
 
@@ -321,7 +554,9 @@ def load(profile: str = "young") -> types.ModuleType:
             if key in prof.op_dtypes:
                 per_op[f"aten::{op}"] = [C10_DTYPES[d] for d in prof.op_dtypes[key]]
                 break
-    ext.set_profile(prof.name, ops, [C10_DTYPES[d] for d in prof.dtypes], per_op)
+    ext.set_profile(
+        prof.name, ops, [C10_DTYPES[d] for d in prof.dtypes], per_op, _resolve_faults(prof, ops)
+    )
     _state["profile"] = prof
     module: types.ModuleType = getattr(torch, NAME)
     return module

@@ -23,11 +23,18 @@
 #include <torch/extension.h>
 #include <torch/library.h>
 
+#include <bitset>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -108,10 +115,30 @@ struct EmuHooks final : at::PrivateUse1HooksInterface {
 // one by one as PrivateUse1 kernels so that
 // torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1") lists
 // exactly the enabled ops, like a real backend's registrations would.
+//
+// Note [emu faults]
+// Declared in the profile's faults: mapping, resolved to operator names in
+// Python, and injected here, in the kernel wrapper, so that they behave like a
+// real device's bugs: a crash is a real fatal signal in the kernel, a hang
+// blocks in the kernel (GIL released), wrong numbers come back from the kernel.
+// Every fault is deterministic: it fires on every call whose device arguments
+// match its dtypes and size, and never otherwise.
+enum class FaultKind { Wrong, Crash, Hang, Error };
+
+struct Fault {
+  FaultKind kind = FaultKind::Error;
+  double rel_error = 0.0;            // Wrong: floating results are scaled by (1 + rel_error)
+  std::set<c10::ScalarType> dtypes;  // fires when a device argument has one; empty: any
+  int64_t min_numel = 0;             // fires when a device argument has this many elements
+  int signal = SIGSEGV;              // Crash
+  std::string message;               // Error
+};
+
 struct Profile {
   std::string name = "none";
   std::set<c10::ScalarType> dtypes;
   std::unordered_map<std::string, std::set<c10::ScalarType>> op_dtypes;
+  std::unordered_map<std::string, Fault> faults;
 };
 std::mutex g_mutex;
 Profile g_profile;
@@ -136,26 +163,113 @@ void check_dtype(const std::string& op, c10::ScalarType t) {
       " does not support dtype ", c10::toString(t), " (supported: ", dtype_list(*allowed), ")");
 }
 
-void check_tensor(const std::string& op, const at::Tensor& t) {
-  if (t.defined() && t.device().type() == kEmu) check_dtype(op, t.scalar_type());
+at::Tensor host_alias(const at::Tensor& t);  // storage and view kernels, below
+
+// What the device arguments of one call look like (for the faults).
+struct CallShape {
+  std::bitset<static_cast<size_t>(c10::ScalarType::NumOptions)> dtypes;  // no allocation per call
+  int64_t max_numel = 0;
+};
+
+void check_tensor(const std::string& op, const at::Tensor& t, CallShape& shape) {
+  if (!t.defined() || t.device().type() != kEmu) return;
+  check_dtype(op, t.scalar_type());
+  shape.dtypes.set(static_cast<size_t>(t.scalar_type()));
+  shape.max_numel = std::max<int64_t>(shape.max_numel, t.numel());
+}
+
+const Fault* matching_fault(const std::string& op, const CallShape& shape) {
+  if (g_profile.faults.empty()) return nullptr;
+  auto it = g_profile.faults.find(op);
+  if (it == g_profile.faults.end()) return nullptr;
+  const Fault& f = it->second;
+  if (shape.max_numel < f.min_numel) return nullptr;
+  if (f.dtypes.empty()) return &f;
+  for (auto t : f.dtypes)
+    if (shape.dtypes.test(static_cast<size_t>(t))) return &f;
+  return nullptr;
+}
+
+[[noreturn]] void crash(const std::string& op, const Fault& f) {
+  // A real driver often says something on its way down; the fatal signal is
+  // what matters (faulthandler, if installed, dumps the Python stack first).
+  std::fprintf(stderr, "emu: device fault in %s (profile '%s'): %s\n", op.c_str(),
+               g_profile.name.c_str(), f.signal == SIGABRT ? "abort" : "segmentation fault");
+  std::fflush(stderr);
+  if (f.signal == SIGABRT) std::abort();
+  std::raise(SIGSEGV);
+  std::signal(SIGSEGV, SIG_DFL);  // a handler returned: die of the signal anyway
+  std::raise(SIGSEGV);
+  std::_Exit(128 + SIGSEGV);
+}
+
+[[noreturn]] void hang(const std::string& op) {
+  std::fprintf(stderr, "emu: %s hangs on the device (profile '%s')\n", op.c_str(),
+               g_profile.name.c_str());
+  std::fflush(stderr);
+  // Like a kernel waiting for a device that never answers: other Python threads
+  // (and a watchdog) keep running; only a timeout or a signal ends it.
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release no_gil;
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+// Every floating result is off by f.rel_error, relatively: deterministic, so a
+// comparison with the CPU fails by a known amount.
+void perturb_results(const c10::FunctionSchema& schema, const Fault& f,
+                     torch::jit::Stack* stack) {
+  const auto n = schema.returns().size();
+  auto perturb = [&](const at::Tensor& t) {
+    if (!t.defined() || t.device().type() != kEmu || t.numel() == 0) return;
+    if (!(at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type()))) return;
+    if (at::has_internal_overlap(t) == at::MemOverlap::Yes) return;
+    host_alias(t).mul_(1.0 + f.rel_error);
+  };
+  for (size_t i = stack->size() - n; i < stack->size(); ++i) {
+    const auto& iv = (*stack)[i];
+    if (iv.isTensor()) {
+      perturb(iv.toTensor());
+    } else if (iv.isTensorList()) {
+      for (const at::Tensor& t : iv.toTensorList().vec()) perturb(t);
+    }
+  }
 }
 
 void emu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const std::string name = c10::toString(schema.operator_name());
   const auto n = schema.arguments().size();
+  CallShape shape;
   for (size_t i = stack->size() - n; i < stack->size(); ++i) {
     const auto& iv = (*stack)[i];
     if (iv.isTensor()) {
-      check_tensor(name, iv.toTensor());
+      check_tensor(name, iv.toTensor(), shape);
     } else if (iv.isTensorList()) {
-      for (const at::Tensor& t : iv.toTensorList().vec()) check_tensor(name, t);
+      for (const at::Tensor& t : iv.toTensorList().vec()) check_tensor(name, t, shape);
     } else if (iv.isOptionalTensorList()) {
       for (const auto& t : iv.toOptionalTensorList().vec())
-        if (t.has_value()) check_tensor(name, *t);
+        if (t.has_value()) check_tensor(name, *t, shape);
+    }
+  }
+  const Fault* fault = matching_fault(name, shape);
+  if (fault != nullptr) {
+    switch (fault->kind) {
+      case FaultKind::Crash:
+        crash(name, *fault);
+      case FaultKind::Hang:
+        hang(name);
+      case FaultKind::Error:
+        TORCH_CHECK(false, "emu (PrivateUse1) profile '", g_profile.name, "': device error in ",
+                    name, " on ", shape.max_numel, " elements: ",
+                    fault->message.empty() ? "kernel launch failed" : fault->message);
+      case FaultKind::Wrong:
+        break;
     }
   }
   at::native::cpu_fallback(op, stack);
+  if (fault != nullptr && fault->kind == FaultKind::Wrong) perturb_results(schema, *fault, stack);
 }
 
 c10::ScalarType parse_dtype(const std::string& name) {
@@ -166,18 +280,51 @@ c10::ScalarType parse_dtype(const std::string& name) {
   TORCH_CHECK_VALUE(false, "emu: unknown dtype '", name, "'");
 }
 
+// (kind, rel_error, dtypes, min_numel, signal name, message), see ootest.device.emu
+using FaultSpec = std::tuple<std::string, double, std::vector<std::string>, int64_t, std::string,
+                             std::string>;
+
+Fault parse_fault(const std::string& op, const FaultSpec& spec) {
+  const auto& [kind, rel_error, dtypes, min_numel, signal, message] = spec;
+  Fault f;
+  if (kind == "wrong") {
+    f.kind = FaultKind::Wrong;
+  } else if (kind == "crash") {
+    f.kind = FaultKind::Crash;
+  } else if (kind == "hang") {
+    f.kind = FaultKind::Hang;
+  } else if (kind == "error") {
+    f.kind = FaultKind::Error;
+  } else {
+    TORCH_CHECK_VALUE(false, "emu: unknown fault kind '", kind, "' for ", op);
+  }
+  TORCH_CHECK_VALUE(signal == "SIGSEGV" || signal == "SIGABRT", "emu: unknown signal '", signal,
+                    "' for ", op);
+  f.rel_error = rel_error;
+  for (const auto& d : dtypes) f.dtypes.insert(parse_dtype(d));
+  f.min_numel = min_numel;
+  f.signal = signal == "SIGABRT" ? SIGABRT : SIGSEGV;
+  f.message = message;
+  return f;
+}
+
 void set_profile(const std::string& profile_name, const std::vector<std::string>& ops,
                  const std::vector<std::string>& dtypes,
-                 const std::unordered_map<std::string, std::vector<std::string>>& op_dtypes) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_libraries.clear();  // deregisters the kernels of a previous profile
-  g_profile = Profile{};
-  g_profile.name = profile_name;
-  for (const auto& d : dtypes) g_profile.dtypes.insert(parse_dtype(d));
+                 const std::unordered_map<std::string, std::vector<std::string>>& op_dtypes,
+                 const std::unordered_map<std::string, FaultSpec>& faults) {
+  // Parsed in full before anything changes, so that a bad entry leaves the
+  // previous profile in place.
+  Profile next;
+  next.name = profile_name;
+  for (const auto& d : dtypes) next.dtypes.insert(parse_dtype(d));
   for (const auto& [op, ds] : op_dtypes) {
-    auto& s = g_profile.op_dtypes[op];
+    auto& s = next.op_dtypes[op];
     for (const auto& d : ds) s.insert(parse_dtype(d));
   }
+  for (const auto& [op, spec] : faults) next.faults[op] = parse_fault(op, spec);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_libraries.clear();  // deregisters the kernels of a previous profile
+  g_profile = std::move(next);
   auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
                                               c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
   for (const auto& op : ops) {
@@ -340,6 +487,7 @@ struct Init {
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("set_profile", &set_profile, "Register the kernels of a capability profile");
+  m.def("set_profile", &set_profile,
+        "Register the kernels of a capability profile (and set its faults)");
   m.def("profile_name", &profile_name);
 }
