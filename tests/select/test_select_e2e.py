@@ -1,4 +1,5 @@
-"""The selection pipeline end to end on the example suite (emu, subprocesses)."""
+"""The selection pipeline end to end on the example suite on emu's ``faulty`` profile
+(a young device with wrong numbers, a crash, a hang): subprocesses."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def test_capture_select_run_refine_converges(tmp_path: Path) -> None:
         )
     )  # fmt: skip
     select = ["select", "run", "--variants", str(variants), "--ops", str(ops)]
-    select += ["--device", "emu:young", "--root-var", "OOTEST_ROOT"]
+    select += ["--device", "emu:faulty", "--root-var", "OOTEST_ROOT"]
     _ok(ootest(*select, "--out", str(suite)))
     first = suite.read_bytes(), (tmp_path / "suite.evidence.jsonl").read_bytes()
     _ok(ootest(*select, "--out", str(suite)))  # same inputs, same bytes
@@ -49,8 +50,8 @@ def test_capture_select_run_refine_converges(tmp_path: Path) -> None:
     changed = []
     for i in range(3):
         res = tmp_path / f"r{i}.jsonl"
-        out = ootest("run", str(suite), "--device", "emu:young", "--results", str(res), "-q",
-                     env=env)  # fmt: skip
+        out = ootest("run", str(suite), "--device", "emu:faulty", "--results", str(res), "-q",
+                     "--timeout", "15", env=env)  # fmt: skip
         if out.returncode == 0:
             break
         assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]

@@ -16,14 +16,17 @@ from typing import Any
 
 from ootest.record.results import CRASHED, TIMEOUT, headline
 
-_EXC = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure))\b:?\s*")
+_EXC = re.compile(
+    r"^((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt|Warning|Failure))\b:?\s*"
+)
 _NORMALISE = (
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
     (re.compile(r"'[^']*'|\"[^\"]*\""), "'?'"),
     (re.compile(r"\((?:\s*-?\d+\s*,?)+\)|\[(?:\s*-?\d+\s*,?)+\]"), "(N)"),
     (re.compile(r"\btorch\.(?:float|int|uint|bfloat|complex|bool|qint|quint)\w*"), "torch.DTYPE"),
     (re.compile(r"\b(?:float|int|uint|bfloat|complex|qint|quint)\d+\b"), "DTYPE"),
-    (re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?%?"), "N"),
+    # numbers, not the digits of names (PrivateUse1, BFloat16, float8_e4m3fn)
+    (re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?%?"), "N"),
     (re.compile(r"\s+"), " "),
 )
 

@@ -1,0 +1,71 @@
+"""Selection rules and failure signatures: pure functions, no torch."""
+
+from __future__ import annotations
+
+from ootest.select.rules import Evidence, Result, decide
+from ootest.select.signature import signature
+from ootest.select.writer import Placed, render, split_id
+
+
+def _fail(msg: str, where: str = "x.py:1") -> dict[str, object]:
+    return {"outcome": "failed", "message": f"E   {msg}", "where": where}
+
+
+def test_one_bug_in_many_variants_is_one_signature() -> None:
+    a = signature(_fail("RuntimeError: shape [3, 4] at 0x7f00 of 'a' failed after 12 tries"))
+    b = signature(_fail("RuntimeError: shape [5, 6] at 0x7e11 of 'b' failed after 3 tries"))
+    c = signature(_fail("RuntimeError: a different message"))
+    assert a == b and a.code == b.code and a.code != c.code
+    assert a.kind == "RuntimeError" and a.code.startswith("RuntimeError:")
+    assert signature(_fail("Exception: x")).kind == "Exception"
+    assert "PrivateUse1" in str(signature(_fail("Exception: emu (PrivateUse1)")))
+    assert signature({"outcome": "crashed", "signal": "SIGSEGV"}).kind == "SIGSEGV"
+
+
+def test_evidence_order_and_unknown_means_run_it() -> None:
+    bad = Result("failed", "RuntimeError:1", "RuntimeError: x")
+    assert decide(Evidence("v", ops=("aten::mm",))).mode == "mandatory_success"
+    assert decide(Evidence("v", ops=("aten::mm",), missing_ops=("aten::mm",))).reason == (
+        "op_unsupported:aten::mm"
+    )
+    # the op set may differ per device: no skip from missing ops, it runs
+    unsure = decide(Evidence("v", ops=("aten::mm",), missing_ops=("aten::mm",), ops_uncertain="x"))
+    assert (unsure.mode, unsure.reason) == ("xfail", "no_evidence")
+    assert decide(Evidence("v")).mode == "xfail"  # nothing known
+    # broken on the CPU too: never the backend's fault, never mandatory
+    up = decide(Evidence("v", ops=("aten::mm",), cpu=bad, observed=[bad]))
+    assert (up.mode, up.reason) == ("xfail", "upstream_broken:RuntimeError:1")
+    seen = decide(Evidence("v", ops=("aten::mm",), observed=[bad]))
+    assert (seen.mode, seen.reason) == ("xfail_strict", "observed_fail:RuntimeError:1")
+    crash = Result("crashed", "SIGSEGV:1", "SIGSEGV")
+    assert decide(Evidence("v", cpu=bad, observed=[crash])).mode == "skip"
+    assert decide(Evidence("v", dtypes=("float64",), missing_dtypes=("float64",))).reason == (
+        "dtype_unsupported:float64"
+    )
+
+
+def test_output_is_compact_and_says_why() -> None:
+    decisions = [
+        decide(Evidence(f"test/t.py::T::test_a[dtype={d}]", ops=("aten::add",)))
+        for d in ("float32", "int64")
+    ] + [
+        decide(Evidence("test/t.py::T::test_b[dtype=float32]", ops=("aten::mm",))),
+        decide(
+            Evidence(
+                "test/t.py::T::test_b[dtype=float64]",
+                dtypes=("float64",),
+                missing_dtypes=("float64",),
+            )
+        ),
+    ]
+    placed = [Placed(d, *split_id(d.variant_id)) for d in decisions]
+    text = render(placed, {"test/t.py": "${TORCH_ROOT}/test/t.py"}, ["hdr"])
+    assert "unlisted_test_mode: mandatory_success" in text
+    assert "T::test_a" not in text  # all its variants share the unlisted decision
+    assert '"T::test_b[dtype=float64]"' in text and "dtype_unsupported:float64" in text
+    assert text == render(list(reversed(placed)), {"test/t.py": "${TORCH_ROOT}/test/t.py"}, ["hdr"])
+    import yaml
+
+    data = yaml.safe_load(text)
+    (f,) = data["test_suite_config"]["files"]
+    assert f["path"] == "${TORCH_ROOT}/test/t.py" and f["tests"][0]["mode"] == "skip"
