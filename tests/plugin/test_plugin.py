@@ -191,3 +191,23 @@ def test_without_a_config_neither_pydantic_nor_yaml_is_imported(pytester: pytest
     r.stdout.fnmatch_lines(["*LOADED False False*"])
     r = pytester.runpytest_subprocess("-s", "-p", "no:ootest")
     r.stdout.fnmatch_lines(["*LOADED False False*"])  # nothing else in this venv loads them
+
+
+def test_parametrized_methods_of_plain_classes_are_distinct_variants(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_p="""
+import pytest
+
+class TestPlain:
+    @pytest.mark.parametrize("n", [1, 2])
+    def test_x(self, n):
+        assert n
+"""
+    )
+    pytester.runpytest("--ootest-results", "r.jsonl")
+    recs = [json.loads(x) for x in (pytester.path / "r.jsonl").read_text().splitlines()]
+    ids = sorted(r["variant_id"] for r in recs if r["kind"] == "result")
+    name = pytester.path.name
+    assert ids == [f"{name}/test_p.py::TestPlain::test_x[n={n}]" for n in (1, 2)]

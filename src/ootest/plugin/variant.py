@@ -123,6 +123,9 @@ def variant_from_item(item: pytest.Item, rel: str, device_names: frozenset[str])
         module = str(getattr(module_info, "formatted_name", None) or module_info.name)
         module = str(getattr(module_info, "name", module))
     extra = tuple(sorted((k, _short(v)) for k, v in kwargs.items() if k not in _AXIS_KEYS))
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None:  # @pytest.mark.parametrize on a method of a plain pytest class
+        extra = tuple(sorted({*extra, *((k, _short(v)) for k, v in callspec.params.items())}))
     device_variant = device_type is not None and (
         device_type == "privateuse1" or device_type in device_names
     )
