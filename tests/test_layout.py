@@ -17,6 +17,7 @@ FORBIDDEN = {
     "model": {"plugin", "runner", "cli", "select", "opmap", "memory"},
     "opmap": {"plugin", "runner", "cli", "select", "memory"},
     "select": {"plugin", "runner", "cli"},
+    "memory": {"plugin", "runner", "cli", "device", "select", "opmap"},
 }
 
 

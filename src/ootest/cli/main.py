@@ -16,7 +16,7 @@ from ootest.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, UserError
 
 
 def _parser() -> argparse.ArgumentParser:
-    from ootest.cli import config_cmd, ops_cmd, relay_cmd, report_cmd, run_cmd
+    from ootest.cli import config_cmd, index_cmd, ops_cmd, relay_cmd, report_cmd, run_cmd
 
     p = argparse.ArgumentParser(
         prog="ootest",
@@ -28,13 +28,14 @@ def _parser() -> argparse.ArgumentParser:
     config_cmd.add_parser(sub)
     relay_cmd.add_parser(sub)
     relay_cmd.add_init_parser(sub)
+    index_cmd.add_parser(sub)
     ops_cmd.add_parser(sub)
-    from ootest.cli import select_cmd
-
-    select_cmd.add_parser(sub)
     from ootest.cli import model_cmd
 
     model_cmd.add_parser(sub)
+    from ootest.cli import select_cmd
+
+    select_cmd.add_parser(sub)
     return p
 
 

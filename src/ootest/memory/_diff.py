@@ -1,0 +1,131 @@
+"""``ootest index diff OLD NEW``: which variants were added, removed or modified, and why.
+
+A variant is modified when its fingerprint differs; its reasons are the
+fingerprint components that differ (see Note [Variant fingerprints]):
+``body``, ``decorator``, ``import``, ``helper:<symbol>``, ``opinfo:<name>``,
+``moduleinfo:<name>``. Both indexes are opened read-only.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ootest.errors import UserError
+from ootest.memory._fingerprint import (
+    REASON_KINDS,
+    reason_kind,
+    reasons,
+    variant_components,
+)
+from ootest.memory._store import chunks, connect, read_meta
+from ootest.memory._variants import template_of
+
+
+@dataclass(frozen=True)
+class Modified:
+    id: str
+    reasons: tuple[str, ...]
+
+
+@dataclass
+class IndexDiff:
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    modified: list[Modified] = field(default_factory=list)
+    old_total: int = 0
+    new_total: int = 0
+
+    @property
+    def total(self) -> int:
+        """Variants in either index."""
+        return self.new_total + len(self.removed)
+
+    @property
+    def changed(self) -> int:
+        return len(self.added) + len(self.removed) + len(self.modified)
+
+    def counts(self) -> Counter[str]:
+        """Modified variants per reason kind (a variant counts once per kind), plus
+        ``added`` and ``removed``."""
+        c: Counter[str] = Counter()
+        for m in self.modified:
+            c.update({reason_kind(r) for r in m.reasons})
+        if self.added:
+            c["added"] = len(self.added)
+        if self.removed:
+            c["removed"] = len(self.removed)
+        return c
+
+    def summary(self) -> str:
+        """``2,140 of 31,870 variants changed: 1,702 opinfo, 311 body, 98 added``."""
+        head = f"{self.changed:,} of {self.total:,} variants changed"
+        counts = self.counts()
+        if not counts:
+            return head
+        order = [*REASON_KINDS, "added", "removed"]
+        parts = sorted(counts.items(), key=lambda kv: (-kv[1], order.index(kv[0])))
+        return head + ": " + ", ".join(f"{n:,} {kind}" for kind, n in parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary(),
+            "old_total": self.old_total,
+            "new_total": self.new_total,
+            "counts": dict(sorted(self.counts().items())),
+            "added": self.added,
+            "removed": self.removed,
+            "modified": [{"id": m.id, "reasons": list(m.reasons)} for m in self.modified],
+        }
+
+
+def diff_indexes(old: Path, new: Path) -> IndexDiff:
+    o = connect(old, readonly=True)
+    n = connect(new, readonly=True)
+    try:
+        so, sn = read_meta(o).get("scheme"), read_meta(n).get("scheme")
+        if so != sn:
+            raise UserError(
+                f"{old} uses fingerprint scheme {so}, {new} scheme {sn}: they cannot be "
+                "compared; rebuild the older index with this ootest"
+            )
+        return _diff(o, n)
+    finally:
+        o.close()
+        n.close()
+
+
+_COLS = "id, op, module, entry_fp, fingerprint"
+
+
+def _diff(o: sqlite3.Connection, n: sqlite3.Connection) -> IndexDiff:
+    old = {r[0]: r for r in o.execute(f"SELECT {_COLS} FROM variants")}
+    new = {r[0]: r for r in n.execute(f"SELECT {_COLS} FROM variants")}
+    d = IndexDiff(old_total=len(old), new_total=len(new))
+    d.added = sorted(new.keys() - old.keys())
+    d.removed = sorted(old.keys() - new.keys())
+    changed = sorted(k for k in new.keys() & old.keys() if new[k][4] != old[k][4])
+    keys = {template_of(k) for k in changed}
+    t_old, t_new = _templates(o, keys), _templates(n, keys)
+    for k in changed:
+        _, oop, omod, ofp, _ = old[k]
+        _, nop, nmod, nfp, _ = new[k]
+        before = variant_components(t_old.get(template_of(k), {}), oop, omod, ofp)
+        after = variant_components(t_new.get(template_of(k), {}), nop, nmod, nfp)
+        d.modified.append(Modified(k, tuple(reasons(before, after)) or ("fingerprint",)))
+    return d
+
+
+def _templates(con: sqlite3.Connection, keys: set[str]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for part in chunks(sorted(keys)):
+        marks = ",".join("?" * len(part))
+        for key, comps in con.execute(
+            f"SELECT key, components FROM templates WHERE key IN ({marks})", part
+        ):
+            out[key] = json.loads(comps)
+    return out

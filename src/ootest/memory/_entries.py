@@ -1,0 +1,120 @@
+"""Torch's test database in the index: the dump child and the ``entries`` rows."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from ootest.errors import UserError
+from ootest.memory._rows import add_doc, forget_doc
+from ootest.memory._text import entry_doc
+
+_COLUMNS = "db, name, type, base, variant, fingerprint, dtypes, sample, decorators"
+
+
+class Dump:
+    """``python -m ootest.memory._torchdb`` running in a child process (it imports
+    torch), started before the variants are collected so both run at once."""
+
+    def __init__(self, torch_db: bool, opdbs: Sequence[str], paths: Sequence[str]) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="ootest-index-db-")
+        self.out = Path(self._tmp.name) / "entries.jsonl"
+        cmd = [sys.executable, "-m", "ootest.memory._torchdb", "--out", str(self.out)]
+        if torch_db:
+            cmd.append("--torch")
+        for spec in opdbs:
+            cmd += ["--opdb", spec]
+        for path in paths:
+            cmd += ["--path", path]
+        self._err: IO[bytes] = open(Path(self._tmp.name) / "stderr", "wb")
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=self._err, stdin=subprocess.DEVNULL
+        )
+
+    def records(self) -> list[dict[str, Any]]:
+        """Wait for the child; its records, or UserError with its error output."""
+        try:
+            rc = self.proc.wait()
+            self._err.close()
+            if rc != 0:
+                tail = (Path(self._tmp.name) / "stderr").read_text(errors="replace")[-2000:]
+                raise UserError(f"reading torch's test database failed (exit code {rc}):\n{tail}")
+            lines = self.out.read_text(encoding="utf-8").splitlines()
+            return [json.loads(line) for line in lines if line.strip()]
+        finally:
+            self.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.close()
+
+    def close(self) -> None:
+        self._err.close()
+        self._tmp.cleanup()
+
+
+@dataclass
+class EntryChanges:
+    changed: set[tuple[str, str]] = field(default_factory=set)  # (type, name)
+    rows: int = 0  # entries added, removed or with another fingerprint
+    written: int = 0
+    errors: dict[str, str] = field(default_factory=dict)  # db -> why it could not be read
+
+
+def _row(r: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        r["db"],
+        r["name"],
+        r["type"],
+        r["base"],
+        r["variant"],
+        r["fingerprint"],
+        json.dumps(r["dtypes"], sort_keys=True),
+        r["sample"],
+        json.dumps(r["decorators"], sort_keys=True),
+    )
+
+
+def store_entries(con: sqlite3.Connection, records: list[dict[str, Any]]) -> EntryChanges:
+    """Write the entries that differ from the stored ones (in a transaction the caller
+    holds); say which (type, name) changed, so their variants are fingerprinted again."""
+    old = {(r[0], r[1]): r for r in con.execute(f"SELECT {_COLUMNS} FROM entries")}
+    new: dict[tuple[str, str], tuple[Any, ...]] = {}
+    out = EntryChanges()
+    for r in records:
+        if r["kind"] == "db_error":
+            out.errors[r["db"]] = r["message"]
+        else:
+            new.setdefault((r["db"], r["name"]), _row(r))
+    for key in sorted(old.keys() - new.keys()):
+        con.execute("DELETE FROM entries WHERE db=? AND name=?", key)
+        forget_doc(con, "", f"{key[0]}:{key[1]}")
+        out.changed.add((old[key][2], key[1]))
+        out.rows += 1
+        out.written += 1
+    for key, row in new.items():
+        before = old.get(key)
+        if before == row:
+            continue
+        con.execute(f"INSERT OR REPLACE INTO entries({_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?)", row)
+        forget_doc(con, "", f"{key[0]}:{key[1]}")
+        add_doc(con, "", row[2], f"{key[0]}:{key[1]}", entry_doc(row))
+        out.written += 1
+        if before is None or before[5] != row[5]:
+            out.changed.add((row[2], key[1]))
+            out.rows += 1
+    stored = dict(con.execute("SELECT db, message FROM db_errors").fetchall())
+    if stored != out.errors:
+        con.execute("DELETE FROM db_errors")
+        con.executemany("INSERT INTO db_errors VALUES(?,?)", sorted(out.errors.items()))
+        out.written += 1
+    return out
