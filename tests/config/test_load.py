@@ -446,3 +446,16 @@ def test_fast_yaml_build_equals_pyyaml(text: str) -> None:
     finally:
         loader.dispose()
     assert data == yaml.safe_load(text)
+
+
+def test_a_file_that_is_not_a_config_is_not_echoed(tmp_path: Path) -> None:
+    secret = tmp_path / "secrets.txt"
+    secret.write_text("root:x:0:0:" + "TOKEN=abc123 " * 5000)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"test_suite_config:\n  extends: [{secret}]\n  files: []\n")
+    r = ootest("config", "validate", "--no-paths", str(cfg))
+    assert r.returncode == 1
+    out = r.stdout + r.stderr
+    assert "expected a mapping with key 'test_suite_config'" in out
+    assert "characters starting 'root:x:0:0:TOKEN=abc123" in out
+    assert out.count("TOKEN=abc123") <= 3 and len(out) < 1000

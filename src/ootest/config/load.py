@@ -227,7 +227,14 @@ def _yaml_type(v: Any) -> str:
         return f"a boolean ({v})"
     if isinstance(v, int | float):
         return f"a number ({v})"
+    text = str(v)
+    if len(text) > _EXCERPT:
+        # never echo a whole file (extends: /etc/passwd): a short excerpt only
+        return f"text of {len(text):,} characters starting {text[:_EXCERPT]!r}"
     return f"{v!r}"
+
+
+_EXCERPT = 40  # characters of a found value an error message may quote
 
 
 def _describe(err: Any, loc: Loc, root: type[BaseModel] = Document) -> str:
