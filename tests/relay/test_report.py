@@ -237,3 +237,39 @@ def test_emulate_dispatches_fixture_to_command(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     jobs = json.loads(r.stdout[r.stdout.index("[") :])
     assert jobs[0]["status"] == "completed" and jobs[0]["delivery_id"] == "test-delivery-push-001"
+
+
+def _mock_send(tmp_path: Path, handler: object) -> tuple[str, list[str]]:
+    body = rp.build_body(PAYLOAD, _job(), "in_progress", None, None)
+    logs: list[str] = []
+    transport = httpx.MockTransport(handler)  # type: ignore[arg-type]
+    with httpx.Client(transport=transport) as client:
+        out = rp.send(
+            client, "http://relay.invalid", "tok", body, rp.StateFile(tmp_path),
+            rp.Retry(attempts=3, base=0.0, sleep=lambda s: None), logs.append, repo="o/r",
+        )  # fmt: skip
+    return out, logs
+
+
+def test_a_dropped_connection_then_duplicate_counts_as_sent(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        if len(calls) == 1:  # the relay recorded it, then the connection dropped
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response")
+        return httpx.Response(400, json={"error": "invalid transition in_progress -> in_progress"})
+
+    out, logs = _mock_send(tmp_path, handler)
+    assert out == "sent" and len(calls) == 2
+    assert any("treated as accepted" in x for x in logs)
+
+
+def test_relay_text_cannot_become_workflow_commands(tmp_path: Path) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(403, text="denied\n::add-mask::x\n::set-output name=a::b")
+
+    with pytest.raises(rp.DeliveryError) as e:
+        _mock_send(tmp_path, handler)
+    msg = str(e.value)
+    assert "\n" not in msg and "::" not in msg and "add-mask" in msg

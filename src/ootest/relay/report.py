@@ -109,6 +109,14 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def remote_text(text: str, limit: int = 200) -> str:
+    """Text from the relay, safe to print in a CI log: one line, short, and no
+    ``::`` (a line starting ``::add-mask::`` or ``::set-output`` would be a GitHub
+    Actions workflow command)."""
+    flat = " ".join(text.split())[:limit]
+    return flat.replace("::", ": :")
+
+
 def build_body(
     client_payload: dict[str, Any],
     job: JobInfo,
@@ -245,6 +253,10 @@ def send(
         except httpx.TimeoutException:
             uncertain, last = True, "timeout"
         except httpx.TransportError as e:
+            # the request may have reached the relay before the connection dropped
+            # (a reply lost, not a request): like a timeout, a later 400 duplicate
+            # then means it was accepted; a refused connection never reached it
+            uncertain = uncertain or not isinstance(e, httpx.ConnectError)
             last = f"network error ({type(e).__name__})"
         else:
             if 200 <= r.status_code < 300:
@@ -258,7 +270,8 @@ def send(
                 return "sent"
             if r.status_code != 429 and r.status_code < 500:
                 raise DeliveryError(
-                    f"relay rejected the '{status}' callback: HTTP {r.status_code} {r.text[:200]}"
+                    f"relay rejected the '{status}' callback: HTTP {r.status_code} "
+                    f"{remote_text(r.text)}"
                 )
             last = f"HTTP {r.status_code}"
         if n + 1 < retry.attempts:
