@@ -192,3 +192,29 @@ def test_relay_commands_do_not_import_torch() -> None:
         env={k: v for k, v in os.environ.items() if k != "GITHUB_OUTPUT"},
     )
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("where", ["missing/dir/out", "a_dir", "read_only"])
+def test_unwritable_github_output_is_one_line(tmp_path: Path, where: str) -> None:
+    import os
+
+    (tmp_path / "a_dir").mkdir()
+    ro = tmp_path / "read_only"
+    ro.write_text("")
+    ro.chmod(0o444)
+    if where == "read_only" and os.access(ro, os.W_OK):
+        pytest.skip("running as a user who can write read-only files (root)")
+    if not CRCR.is_dir():
+        pytest.skip("shared/fixtures is not next to this checkout")
+    event = tmp_path / "event.json"
+    event.write_text(
+        json.dumps({"action": "push", "client_payload": fixture("push_ciflow_tag.json")})
+    )
+    r = ootest(
+        "relay",
+        "gate",
+        env={"GITHUB_EVENT_PATH": str(event), "GITHUB_OUTPUT": str(tmp_path / where)},
+    )
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "GITHUB_OUTPUT=" in r.stderr and "expected a writable file" in r.stderr

@@ -215,12 +215,21 @@ def gate(env: Envelope, policy: RelayPolicy) -> GateResult:
 
 def write_github_output(values: dict[str, str], path: str | os.PathLike[str]) -> None:
     """Append outputs in the multi-line form with a random delimiter (no injection)."""
-    with open(path, "a", encoding="utf-8") as fh:
-        for key, value in values.items():
+    text = ""
+    for key, value in values.items():
+        delim = f"ootest_{secrets.token_hex(16)}"
+        while delim in value:  # pragma: no cover - 128 random bits
             delim = f"ootest_{secrets.token_hex(16)}"
-            while delim in value:  # pragma: no cover - 128 random bits
-                delim = f"ootest_{secrets.token_hex(16)}"
-            fh.write(f"{key}<<{delim}\n{value}\n{delim}\n")
+        text += f"{key}<<{delim}\n{value}\n{delim}\n"
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as e:
+        raise UserError(
+            f"GITHUB_OUTPUT={os.fspath(path)}: cannot append the step outputs "
+            f"({e.strerror or e}); expected a writable file (GitHub Actions sets it; unset it "
+            "outside Actions)"
+        ) from None
 
 
 def load_policy(config: str | None, device: str | None) -> RelayPolicy:
