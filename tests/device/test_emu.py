@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from tests.conftest import ROOT, run
 
@@ -53,3 +54,28 @@ def test_unknown_profile_is_a_clear_error() -> None:
     )
     assert r.returncode == 4
     assert "emu: unknown profile 'adult'; expected one of faulty, full, young" in r.stderr
+
+
+def test_a_baton_left_by_a_killed_loader_does_not_block_later_loads(tmp_path: Path) -> None:
+    # A process killed while inside torch.utils.cpp_extension.load leaves its
+    # `lock` file behind; every later load used to wait on it forever.
+    code = (
+        "import os, sys, shutil, pathlib, ootest.device.emu as e\n"
+        "e.load('young')\n"
+        "built = e.build_location()[1]\n"
+        "dst = pathlib.Path(sys.argv[1]) / 'emu' / built.name\n"
+        "shutil.copytree(built, dst)\n"
+        "print(dst)\n"
+    )
+    r = run([sys.executable, "-c", code, str(tmp_path)])
+    assert r.returncode == 0, r.stderr[-2000:]
+    copy = Path(r.stdout.strip().splitlines()[-1])
+    (copy / "lock").write_text("")  # the stale baton
+    load = (
+        "import ootest.device.emu as e, torch; e.load('young')\n"
+        "print((torch.ones(2, device='emu') + 1).device)"
+    )
+    r = run([sys.executable, "-c", load], env={"OOTEST_CACHE_DIR": str(tmp_path)}, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "emu:0" in r.stdout, r.stdout
+    assert "building" not in r.stderr  # the finished build was imported, not rebuilt

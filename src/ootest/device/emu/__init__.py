@@ -321,14 +321,63 @@ def _read_profile(path: Path, seen: tuple[Path, ...]) -> Profile:
     )
 
 
-def _build() -> Any:
+# Note [emu build cache]
+# ~~~~~~~~~~~~~~~~~~~~~~
+# The build folder is keyed by torch version and source hash, so a finished
+# build never goes stale. Loading a finished build imports the shared library
+# directly: ``cpp_extension.load`` would take its ``lock`` file (a baton that a
+# process killed mid-load leaves behind, making every later load wait forever)
+# and rerun ninja, which recompiles whenever the source *path* differs (two
+# checkouts of the same source). Building is serialised with an fcntl lock the
+# kernel releases when its holder dies; whoever holds it removes a baton left
+# by a dead builder, and the ``built`` marker is written only after the
+# library is complete, so a half-linked file is never imported.
+_MARKER = "built"
+
+
+def _import_built(name: str, build_dir: Path) -> Any:
+    import importlib.util
+
+    import torch  # noqa: F401  (the extension links against torch's libraries)
+
+    spec = importlib.util.spec_from_file_location(name, build_dir / f"{name}.so")
+    if spec is None or spec.loader is None:  # pragma: no cover - the file exists
+        raise DeviceError(f"emu: cannot import {build_dir / name}.so; delete {build_dir}")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def build_location() -> tuple[str, Path]:
+    """The extension's module name and build folder for this source and torch."""
     import torch
 
-    src = _SOURCE.read_bytes()
-    key = hashlib.sha256(src + torch.__version__.encode()).hexdigest()[:16]
-    name = f"ootest_emu_{key}"
-    build_dir = cache_dir() / "emu" / f"torch-{torch.__version__}-{key}"
+    key = hashlib.sha256(_SOURCE.read_bytes() + torch.__version__.encode()).hexdigest()[:16]
+    return f"ootest_emu_{key}", cache_dir() / "emu" / f"torch-{torch.__version__}-{key}"
+
+
+def _build() -> Any:
+    import fcntl
+
+    import torch
+
+    name, build_dir = build_location()
+    if (build_dir / _MARKER).is_file() and (build_dir / f"{name}.so").is_file():
+        return _import_built(name, build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
+    with open(build_dir / "build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel if we die
+        if (build_dir / _MARKER).is_file() and (build_dir / f"{name}.so").is_file():
+            return _import_built(name, build_dir)  # another process built it meanwhile
+        (build_dir / "lock").unlink(missing_ok=True)  # a baton left by a dead builder
+        mod = _compile(name, build_dir)
+        (build_dir / _MARKER).write_text(torch.__version__ + "\n")
+        return mod
+
+
+def _compile(name: str, build_dir: Path) -> Any:
+    import torch
+
     try:  # the PyPI ninja package may not be on PATH when the venv is not activated
         import ninja
 
@@ -346,7 +395,7 @@ def _build() -> Any:
             f"emu: building the device needs a C++ compiler ({cxx!r} not found); "
             "install one, e.g. `apt-get install g++`, or set CXX"
         )
-    fresh = not any(build_dir.glob("*.so"))
+    fresh = not (build_dir / f"{name}.so").is_file()
     if fresh:
         print(
             f"ootest: building the emu device (first time for torch {torch.__version__}; "
