@@ -228,7 +228,10 @@ def test_plan_merge_report_do_not_import_torch(many: Path) -> None:
         "import sys, runpy\n"
         "for argv in (['plan', 'cfg.yaml', '--shards', '2', '--durations', 'r.jsonl'],\n"
         "             ['merge', 'r.jsonl', '--results', 'm.jsonl'],\n"
-        "             ['report', 'r.jsonl', '--format', 'html', '-o', 'r.html']):\n"
+        "             ['report', 'r.jsonl', '--format', 'html', '-o', 'r.html'],\n"
+        "             ['report', '--trend', 'r.jsonl', 'm.jsonl', '--format', 'html',\n"
+        "              '-o', 't.html'],\n"
+        "             ['report', '--trend', 'r.jsonl', 'm.jsonl', '--json']):\n"
         "    sys.argv = ['ootest', *argv]\n"
         "    try:\n"
         "        runpy.run_module('ootest.cli', run_name='__main__')\n"
@@ -238,6 +241,7 @@ def test_plan_merge_report_do_not_import_torch(many: Path) -> None:
     )
     r = run([sys.executable, "-c", probe], cwd=many)
     assert "TORCH False" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "id='trend-runs'" in (many / "t.html").read_text()
 
 
 def test_failure_causes_group_missing_kernels_dtypes_and_signals() -> None:

@@ -46,13 +46,34 @@ def add_parsers(sub: Any) -> None:
 
     r = sub.add_parser(
         "report",
-        help="print or write a report from results",
+        help="print or write a report from results; --trend: what changed between runs",
         description="Render results: 'json' prints CRCR test_results {passed, failed, "
-        "skipped, total}; 'table' the terminal summary; 'junit' and 'html' write files.",
+        "skipped, total}; 'table' the terminal summary; 'junit' and 'html' write files. "
+        "Several RESULTS are shards of one run and are merged, unless --trend says they "
+        "are successive runs.",
     )
     r.add_argument("inputs", nargs="+", metavar="RESULTS")
-    r.add_argument("--format", choices=("json", "table", "junit", "html"), default="table")
+    r.add_argument("--format", choices=("json", "table", "junit", "html"))
     r.add_argument("-o", "--output", metavar="PATH", help="file for junit/html (default: stdout)")
+    r.add_argument(
+        "--trend",
+        action="store_true",
+        help="the RESULTS are successive runs, oldest first (merge each run's shards with "
+        "'ootest merge' first): the newest is reported, and the table and HTML add outcome "
+        "counts per run and the variants whose outcome changed between the last two",
+    )
+    r.add_argument(
+        "--json",
+        action="store_true",
+        help="with --trend: print the trend as JSON instead of a report",
+    )
+    r.add_argument(
+        "--limit",
+        type=int,
+        default=50,
+        metavar="N",
+        help="with --trend: variant IDs listed per change (default 50; 0 lists all)",
+    )
     r.set_defaults(func=report)
 
 
@@ -119,20 +140,48 @@ def merge(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
-    from ootest.runner.render import html_report, junit, print_summary
+    from ootest.runner.render import html_report, junit, print_summary, print_trend
 
-    data, _ = _load(args.inputs)
-    if args.format == "json":
+    if args.limit < 0:
+        raise UserError(f"--limit: expected a number >= 0 (0 lists all); found {args.limit}")
+    if args.json and not args.trend:
+        raise UserError(
+            "--json: prints the trend of successive runs; add --trend and give two or more "
+            "results files, oldest first (for CRCR test_results use --format json)"
+        )
+    if args.json and args.format:
+        raise UserError(f"--json: replaces --format {args.format}; give only one of them")
+    fmt = args.format or "table"
+    trend = None
+    if args.trend:
+        if len(args.inputs) < 2:
+            raise UserError(
+                f"--trend: expected two or more results files, oldest first; found "
+                f"{len(args.inputs)} ({args.inputs[0]}); add an earlier run's results"
+            )
+        from ootest.runner.trend import trend as make_trend
+
+        runs = [(p, _load([p])[0]) for p in args.inputs]
+        trend = make_trend(runs)
+        data, where = runs[-1][1], args.inputs[-1]
+    else:
+        data, where = _load(args.inputs)[0], ", ".join(args.inputs)
+    if args.json and trend is not None:
+        text = json.dumps(trend.to_json(args.limit), indent=1)
+    elif fmt == "json":
         text = json.dumps(data.test_results())
-    elif args.format == "table":
-        print_summary(data, ", ".join(args.inputs))
+    elif fmt == "table":
+        print_summary(data, where)
+        if trend is not None:
+            print_trend(trend, args.limit)
         return 0
-    elif args.format == "junit":
+    elif fmt == "junit":
         import xml.etree.ElementTree as ET
 
         text = ET.tostring(junit(data).getroot(), encoding="unicode")
     else:
-        text = html_report(data, f"ootest: {', '.join(args.inputs)}")
+        title = f"ootest: {where}" + (f" (trend over {len(args.inputs)} runs)" if trend else "")
+        text = html_report(data, title, trend=trend, trend_limit=args.limit)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text + "\n", encoding="utf-8")

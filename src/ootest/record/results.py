@@ -197,13 +197,23 @@ def blocking(rec: Record) -> bool:
     return rec["outcome"] in BAD and rec.get("mode") in (None, "mandatory_success")
 
 
-def skip_cause(rec: Record) -> str:
-    """Who skipped a skipped result, and why: the config (its reason) or the test
-    itself (its own message: ``Only runs on cuda``, a module-level skip)."""
+#: Who skips a variant: the config (``mode: skip``, capability gating) or the test itself.
+SKIPPED_BY = ("config", "test")
+
+
+def skipped_by(rec: Record) -> tuple[str, str]:
+    """Who skipped a skipped result, and why: ``("config", its reason)`` or
+    ``("test", its own message)`` (``Only runs on cuda``, a module-level skip)."""
     if rec.get("mode") in ("skip",):
-        return f"config: {rec.get('reason') or '?'}"
-    text = str(rec.get("message") or rec.get("reason") or "?").strip()
-    return "test: " + text.removeprefix("Skipped: ").splitlines()[0][:200] if text else "test: ?"
+        return "config", str(rec.get("reason") or "?")
+    lines = str(rec.get("message") or rec.get("reason") or "").strip().splitlines()
+    return "test", (lines[0].removeprefix("Skipped: ").strip()[:200] if lines else "") or "?"
+
+
+def skip_cause(rec: Record) -> str:
+    """:func:`skipped_by` as one line: ``config: needs fp64``, ``test: Only runs on cuda``."""
+    who, why = skipped_by(rec)
+    return f"{who}: {why}"
 
 
 def headline(message: object) -> str:

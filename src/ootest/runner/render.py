@@ -12,6 +12,7 @@ import re
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from ootest.record.results import (
     OUTCOMES,
     PASSED,
     SKIPPED,
+    SKIPPED_BY,
     TIMEOUT,
     XFAILED,
     XPASSED,
@@ -32,9 +34,10 @@ from ootest.record.results import (
     RunData,
     blocking,
     headline,
-    skip_cause,
+    skipped_by,
 )
 from ootest.runner.guard import Trip
+from ootest.runner.trend import Trend, shown
 
 LABELS = {XPASSED_STRICT: "strict xpass"}
 RAN_OK = (PASSED, XPASSED)
@@ -99,6 +102,33 @@ def per_file(data: RunData) -> dict[str, Counter[str]]:
     return dict(sorted(out.items()))
 
 
+def class_of(rec: Record) -> str:
+    """The test class a result belongs to, from its variant ID (``file::Class::test[axes]``):
+    nested classes joined with ``::``; ``""`` for a module-level test function."""
+    vid = str(rec.get("variant_id") or rec.get("nodeid") or "")
+    return "::".join(vid.split("[", 1)[0].split("::")[1:-1])
+
+
+def per_class(data: RunData) -> dict[str, dict[str, Counter[str]]]:
+    """file -> class -> outcome counts, both sorted."""
+    out: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+    for r in data.records():
+        out[str(r.get("file"))][class_of(r)][r["outcome"]] += 1
+    return {f: dict(sorted(c.items())) for f, c in sorted(out.items())}
+
+
+def skip_groups(data: RunData) -> dict[str, dict[str, list[str]]]:
+    """Skipped variants by who skipped them and why (see :func:`skipped_by`):
+    ``{"config": {reason: [variant IDs]}, "test": {message: [...]}}``, the
+    reasons of each most variants first."""
+    by: dict[str, dict[str, list[str]]] = {who: defaultdict(list) for who in SKIPPED_BY}
+    for key, r in data.results.items():
+        if r["outcome"] == SKIPPED:
+            who, why = skipped_by(r)
+            by[who][why].append(key)
+    return {w: dict(sorted(g.items(), key=lambda x: (-len(x[1]), x[0]))) for w, g in by.items()}
+
+
 def _axis_rates(data: RunData) -> tuple[dict[str, list[int]], dict[str, list[int]], Any]:
     """Per op, per dtype and per (op, dtype): [passed, ran] over tests that ran."""
     ops: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -147,10 +177,15 @@ def print_summary(
         table.add_row(esc(f), *(_cell(o, c[o]) for o in present))
     table.add_row("[b]total[/b]", *(_cell(o, total[o]) for o in present))
     console.print(table)
-    reasons = Counter(skip_cause(r) for r in data.records() if r["outcome"] == SKIPPED)
-    if reasons:
-        console.print("[b]top skip reasons[/b] (who skipped: the config or the test itself)")
-        for reason, n in reasons.most_common(5):
+    skips = skip_groups(data)
+    if any(skips.values()):
+        n_by = {w: sum(map(len, g.values())) for w, g in skips.items()}
+        console.print(
+            f"[b]top skip reasons[/b] ({n_by['config']} skipped by the config, "
+            f"{n_by['test']} by the test itself)"
+        )
+        top = [(len(ids), f"{w}: {why}") for w, g in skips.items() for why, ids in g.items()]
+        for n, reason in sorted(top, key=lambda x: -x[0])[:5]:
             console.print(f"  {n:5d}  {esc(reason)}")
     causes = failure_causes(data)
     if causes:
@@ -201,6 +236,46 @@ def _cell(outcome: str, n: int) -> str:
     elif outcome == "xpassed":
         color = "yellow"
     return f"[{color}]{n}[/{color}]" if color else str(n)
+
+
+def print_trend(t: Trend, limit: int) -> None:
+    """Outcome counts per run and the variants that changed between the last two."""
+    from rich.console import Console
+    from rich.markup import escape as esc
+    from rich.table import Table
+
+    console = Console(width=max(Console().width, 120))
+    runs = Table(title="outcomes per run (oldest first)")
+    runs.add_column("run", overflow="fold")
+    present = [o for o in OUTCOMES if any(r.counts[o] for r in t.runs)]
+    for o in present:
+        runs.add_column(LABELS.get(o, o), justify="right")
+    runs.add_column("total", justify="right")
+    runs.add_column("changed", justify="right")
+    for r in t.runs:
+        changed = "" if r.changed is None else str(r.changed)
+        runs.add_row(esc(r.label), *(_cell(o, r.counts[o]) for o in present), str(r.total), changed)
+    console.print(runs)
+    if not t.changes:
+        console.print(f"no variant changed outcome between {esc(t.before)} and {esc(t.after)}")
+        return
+    table = Table(title=f"changed outcome: {esc(t.before)} → {esc(t.after)}")
+    table.add_column("change", no_wrap=True)
+    table.add_column("kind")
+    table.add_column("count", justify="right")
+    table.add_column("variants", overflow="fold")
+    for c in t.changes:
+        ids = shown(c.ids, limit)
+        text = "\n".join(esc(i) for i in ids)
+        if len(c.ids) > len(ids):
+            text += f"\n[dim]... and {len(c.ids) - len(ids)} more (--limit 0 lists all)[/dim]"
+        color = {"regressed": "red", "fixed": "green"}.get(c.kind)
+        kind = f"[{color}]{c.kind}[/{color}]" if color else c.kind
+        table.add_row(esc(c.label), kind, str(len(c.ids)), text)
+    console.print(table)
+    console.print(
+        f"{t.changed()} variant(s) changed outcome between {esc(t.before)} and {esc(t.after)}"
+    )
 
 
 # --------------------------------------------------------------------- JUnit
@@ -264,16 +339,49 @@ def write_junit(data: RunData, path: Path) -> None:
 
 
 # ---------------------------------------------------------------------- HTML
+# Note [Bounded HTML]
+# The HTML report is what people open instead of reading 23,000 rows, so it must
+# stay small and quick at any size of run: outcome bars per file and per class
+# carry the shape, messages are shown for the first HTML_MESSAGES failures only,
+# and every list of variant IDs shows at most a fixed number with a count of the
+# rest (the results file and the JUnit XML keep them all). Its size then grows
+# with the number of files, classes and distinct reasons, not of variants
+# (bench/html_report.py measures it).
+HTML_MESSAGES = 300
+HTML_IDS = 2000
+#: Rows of the per-class tables (all files together) and of the failure causes.
+HTML_CLASSES = 2000
+HTML_CAUSES = 300
+#: Reasons listed per who skipped, and variant IDs listed under each reason.
+HTML_SKIP_REASONS = 200
+HTML_SKIP_IDS = 20
+
+_FAILING = BAD | {XPASSED_STRICT}
+_COLORS = {
+    PASSED: "#2e9d45",
+    FAILED: "#d62728",
+    ERROR: "#8c1c13",
+    CRASHED: "#7b2cbf",
+    TIMEOUT: "#ff7f0e",
+    XFAILED: "#9ecfa8",
+    XPASSED: "#e6c200",
+    XPASSED_STRICT: "#e377c2",
+    SKIPPED: "#c4c4c4",
+}
 _CSS = """
 body{font:14px system-ui,sans-serif;margin:2em;color:#222}
-h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em}h3{font-size:1em}
 table{border-collapse:collapse;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
-td:first-child,th:first-child{text-align:left}
+td:first-child,th:first-child,td.l{text-align:left}
 .bad{color:#b00020;font-weight:bold}.good{color:#1b7f2a}.warn{color:#a06000}
 pre{background:#f6f6f6;padding:6px;white-space:pre-wrap;max-height:12em;overflow:auto}
 .m td{min-width:3.5em}
-"""
+.bar{display:inline-flex;width:20em;height:.9em;background:#eee;vertical-align:middle}
+.bar span{display:block;height:100%;min-width:2px}
+.key{display:inline-block;width:.9em;height:.9em;vertical-align:middle;margin:0 .2em 0 .8em}
+summary{cursor:pointer}details ul{margin:.2em 0;text-align:left}
+""" + "".join(f".o-{o}{{background:{c}}}" for o, c in _COLORS.items())
 
 
 def _rate_cell(v: list[int] | None) -> str:
@@ -287,7 +395,133 @@ def _rate_cell(v: list[int] | None) -> str:
     )
 
 
-def html_report(data: RunData, title: str, trips: list[Trip] | None = None) -> str:
+def _bar(group: str, c: Counter[str]) -> str:
+    """A stacked outcome bar (pure CSS); each part's title says the outcome and count."""
+    total = sum(c.values()) or 1
+    segs = "".join(
+        f"<span class='o-{o}' style='width:{100 * c[o] / total:.2f}%' "
+        f"title='{LABELS.get(o, o)} {c[o]} ({100 * c[o] / total:.1f}%)'></span>"
+        for o in OUTCOMES
+        if c[o]
+    )
+    return f"<span class='bar' data-of='{html.escape(group)}'>{segs}</span>"
+
+
+def _legend() -> str:
+    return (
+        "<p class='legend'>"
+        + "".join(
+            f"<span class='key o-{o}'></span>{html.escape(LABELS.get(o, o))}" for o in OUTCOMES
+        )
+        + "</p>"
+    )
+
+
+def _outcome_row(name: str, group: str, c: Counter[str]) -> str:
+    cells = "".join(f"<td data-outcome='{o}'>{c[o]}</td>" for o in OUTCOMES)
+    return (
+        f"<tr><td>{html.escape(name)}</td><td class='l'>{_bar(group, c)}</td>{cells}"
+        f"<td data-outcome='total'>{sum(c.values())}</td></tr>"
+    )
+
+
+def _outcome_head(first: str) -> str:
+    heads = "".join(f"<th>{html.escape(LABELS.get(o, o))}</th>" for o in OUTCOMES)
+    return f"<tr><th>{first}</th><th>outcomes</th>{heads}<th>total</th></tr>"
+
+
+def _ids(ids: Sequence[str], limit: int, why_cut: str = "the results file has all") -> str:
+    """A list of variant IDs, at most ``limit`` (0: all), then a count of the rest."""
+    head = shown(ids, limit)
+    items = "".join(f"<li>{html.escape(str(i))}</li>" for i in head)
+    if len(ids) > len(head):
+        items += f"<li><i>... and {len(ids) - len(head)} more ({why_cut})</i></li>"
+    return f"<ul>{items}</ul>"
+
+
+def _ids_folded(ids: Sequence[str], limit: int, why_cut: str = "the results file has all") -> str:
+    return f"<details><summary>{len(ids)} variant(s)</summary>{_ids(ids, limit, why_cut)}</details>"
+
+
+def _trend_html(t: Trend, limit: int) -> list[str]:
+    e = html.escape
+    parts = [
+        "<h2>Trend</h2><div id='trend'><p>Runs oldest first; the rest of this report is "
+        "the newest. <i>changed</i>: variants whose outcome differs from the run before "
+        "(added and removed ones included).</p><table id='trend-runs'><tr><th>run</th>"
+    ]
+    parts += [f"<th>{e(LABELS.get(o, o))}</th>" for o in OUTCOMES]
+    parts.append("<th>total</th><th>changed</th></tr>")
+    for r in t.runs:
+        parts.append(f"<tr><td>{e(r.label)}</td>")
+        parts += [f"<td data-outcome='{o}'>{r.counts[o]}</td>" for o in OUTCOMES]
+        changed = "" if r.changed is None else str(r.changed)
+        parts.append(f"<td data-outcome='total'>{r.total}</td><td>{changed}</td></tr>")
+    parts.append(f"</table><h3>Changed outcome: {e(t.before)} → {e(t.after)} ({t.changed()})</h3>")
+    if not t.changes:
+        parts.append("<p>None.</p>")
+    else:
+        parts.append(
+            "<table id='trend-changes'><tr><th>change</th><th>kind</th><th>count</th>"
+            "<th>variants</th></tr>"
+        )
+        for c in t.changes:
+            cls = {"regressed": " class='bad'", "fixed": " class='good'"}.get(c.kind, "")
+            parts.append(
+                f"<tr data-from='{e(c.before or '')}' data-to='{e(c.after or '')}'>"
+                f"<td>{e(c.label)}</td><td{cls}>{c.kind}</td><td>{len(c.ids)}</td>"
+                f"<td class='l'>{_ids_folded(c.ids, limit, '--limit 0 lists all')}</td></tr>"
+            )
+        parts.append("</table>")
+    parts.append("</div>")
+    return parts
+
+
+def _skips_html(data: RunData) -> list[str]:
+    e = html.escape
+    skips = skip_groups(data)
+    n_by = {w: sum(map(len, g.values())) for w, g in skips.items()}
+    parts = [
+        "<h2>Skips</h2><div id='skips'>",
+        f"<p>{sum(n_by.values())} skipped: <b>{n_by['config']}</b> by the config (its reason: "
+        f"<code>mode: skip</code> or a capability it does not declare), "
+        f"<b>{n_by['test']}</b> by the test itself (its own message, such as "
+        "<i>Only runs on cuda</i>).</p>",
+    ]
+    titles = {"config": "Skipped by the config", "test": "Skipped by the test itself"}
+    for who, groups in skips.items():
+        if not groups:
+            continue
+        head = "reason" if who == "config" else "the test's message"
+        parts.append(
+            f"<h3>{titles[who]} ({n_by[who]})</h3><table id='skips-{who}'>"
+            f"<tr><th>{head}</th><th>count</th><th>variants</th></tr>"
+        )
+        reasons = list(groups.items())
+        for why, ids in reasons[:HTML_SKIP_REASONS]:
+            parts.append(
+                f"<tr><td>{e(why)}</td><td>{len(ids)}</td>"
+                f"<td class='l'>{_ids_folded(ids, HTML_SKIP_IDS)}</td></tr>"
+            )
+        rest = reasons[HTML_SKIP_REASONS:]
+        if rest:
+            parts.append(
+                f"<tr><td><i>{len(rest)} more reasons</i></td>"
+                f"<td>{sum(len(ids) for _, ids in rest)}</td><td></td></tr>"
+            )
+        parts.append("</table>")
+    parts.append("</div>")
+    return parts
+
+
+def html_report(
+    data: RunData,
+    title: str,
+    trips: list[Trip] | None = None,
+    trend: Trend | None = None,
+    trend_limit: int = 50,
+) -> str:
+    """One self-contained page (no scripts, no external resources; see Note [Bounded HTML])."""
     e = html.escape
     counts = data.counts()
     parts = [
@@ -301,23 +535,52 @@ def html_report(data: RunData, title: str, trips: list[Trip] | None = None) -> s
     parts.append(
         f"<p id='verdict' class='{'bad' if verdict == 'FAILED' else 'good'}'>{verdict}</p>"
     )
-    parts.append("<h2>Totals</h2><table id='totals'><tr>")
-    parts += [f"<th>{e(LABELS.get(o, o))}</th>" for o in OUTCOMES] + ["<th>total</th></tr><tr>"]
-    parts += [f"<td data-outcome='{o}'>{counts[o]}</td>" for o in OUTCOMES]
-    parts.append(f"<td data-outcome='total'>{len(data.results)}</td></tr></table>")
+    parts.append(f"<h2>Totals</h2>{_legend()}<table id='totals'>{_outcome_head('')}")
+    parts.append(_outcome_row("all", "all", counts))
+    parts.append("</table>")
 
     if trips:
         parts.append("<h2>Collection guard</h2><ul id='guard'>")
         parts += [f"<li class='bad'>{e(t.message)}</li>" for t in trips]
         parts.append("</ul>")
+    if trend is not None:
+        parts += _trend_html(trend, trend_limit)
 
-    parts.append("<h2>Per file</h2><table id='files'><tr><th>file</th>")
-    parts += [f"<th>{e(LABELS.get(o, o))}</th>" for o in OUTCOMES] + ["</tr>"]
-    for f, c in per_file(data).items():
-        parts.append(f"<tr><td>{e(f)}</td>")
-        parts += [f"<td data-outcome='{o}'>{c[o]}</td>" for o in OUTCOMES]
-        parts.append("</tr>")
+    files = per_file(data)
+    parts.append(f"<h2>Per file ({len(files)})</h2><table id='files'>{_outcome_head('file')}")
+    parts += [_outcome_row(f, f, c) for f, c in files.items()]
     parts.append("</table>")
+
+    classes = per_class(data)
+    n_classes = sum(map(len, classes.values()))
+    cut = (
+        f" The first {HTML_CLASSES} are listed; the JUnit XML has every test."
+        if n_classes > HTML_CLASSES
+        else ""
+    )
+    parts.append(
+        f"<h2>Per class</h2><p>{n_classes} classes in {len(classes)} files; files with "
+        f"failures are open.{cut}</p><div id='classes'>"
+    )
+    budget = HTML_CLASSES
+    for f, by_cls in classes.items():
+        fc = files[f]
+        opened = " open" if any(fc[o] for o in _FAILING) else ""
+        parts.append(
+            f"<details{opened}><summary>{_bar(f, fc)} {e(f)}: {sum(fc.values())} variants, "
+            f"{len(by_cls)} classes</summary><table>{_outcome_head('class')}"
+        )
+        rows = list(by_cls.items())
+        parts += [
+            _outcome_row(cls or "(module-level tests)", f"{f}::{cls}", c)
+            for cls, c in rows[:budget]
+        ]
+        parts.append("</table>")
+        if len(rows) > budget:
+            parts.append(f"<p><i>{len(rows) - budget} more classes not listed</i></p>")
+        budget = max(0, budget - len(rows))
+        parts.append("</details>")
+    parts.append("</div>")
 
     ops, dts, cells = _axis_rates(data)
     if ops or dts:
@@ -335,6 +598,9 @@ def html_report(data: RunData, title: str, trips: list[Trip] | None = None) -> s
             parts += [_rate_cell(cells.get((op, d))) for d in dtypes] + ["</tr>"]
         parts.append("</table>")
 
+    if counts[SKIPPED]:
+        parts += _skips_html(data)
+
     causes = failure_causes(data)
     if causes:
         parts.append(
@@ -342,23 +608,35 @@ def html_report(data: RunData, title: str, trips: list[Trip] | None = None) -> s
             "grouped (a missing kernel, an unsupported dtype, a signal, else the error)</p>"
             "<table id='causes'><tr><th>cause</th><th>count</th><th>outcomes</th></tr>"
         )
-        for text, n, outcomes in causes:
+        for text, n, outcomes in causes[:HTML_CAUSES]:
             kinds = ", ".join(f"{k} {v}" for k, v in outcomes.most_common())
             parts.append(f"<tr><td>{e(text)}</td><td>{n}</td><td>{e(kinds)}</td></tr>")
+        unlisted = causes[HTML_CAUSES:]
+        if unlisted:
+            parts.append(
+                f"<tr><td><i>{len(unlisted)} more causes</i></td>"
+                f"<td>{sum(n for _, n, _ in unlisted)}</td><td></td></tr>"
+            )
         parts.append("</table>")
     if bad:
-        parts.append("<h2>Failures, errors, crashes</h2><div id='failures'>")
-        for r in bad:
+        parts.append(f"<h2>Failures, errors, crashes ({len(bad)})</h2><div id='failures'>")
+        for r in bad[:HTML_MESSAGES]:
             parts.append(
                 f"<h3><span class='bad'>{e(r['outcome'])}</span> {e(str(r['variant_id']))}</h3>"
                 f"<pre>{e(str(r.get('message') or ''))}</pre>"
             )
+        rest = bad[HTML_MESSAGES:]
+        if rest:
+            parts.append(
+                f"<p>{len(rest)} more, without their messages (the results file and the "
+                "JUnit XML have them):</p>"
+                + _ids([f"{r['outcome']}: {r['variant_id']}" for r in rest], HTML_IDS)
+            )
         parts.append("</div>")
     other = [r for r in data.records() if r["outcome"] in BAD and not blocking(r)]
     if other:
-        parts.append("<h2>Failures in tests expected to fail</h2><ul>")
-        parts += [f"<li>{e(r['outcome'])}: {e(str(r['variant_id']))}</li>" for r in other]
-        parts.append("</ul>")
+        parts.append(f"<h2>Failures in tests expected to fail ({len(other)})</h2>")
+        parts.append(_ids([f"{r['outcome']}: {r['variant_id']}" for r in other], HTML_IDS))
 
     promos = Promotions.of(data)
     parts.append("<h2>Promotions</h2><div id='promotions'>")
@@ -369,21 +647,25 @@ def html_report(data: RunData, title: str, trips: list[Trip] | None = None) -> s
         ("xfail_strict variants that passed (failing the run)", promos.strict),
     ):
         if recs:
-            parts.append(f"<p>{e(label)}: {len(recs)}</p><ul>")
-            parts += [f"<li>{e(str(r['variant_id']))}</li>" for r in recs]
-            parts.append("</ul>")
+            parts.append(f"<p>{e(label)}: {len(recs)}</p>")
+            parts.append(_ids([str(r["variant_id"]) for r in recs], HTML_IDS))
     if promos.capable:
         parts.append("<p>skip entries whose op/dtype are declared supported now:</p><ul>")
         for origin, recs in promos.capable.items():
             parts.append(f"<li>{e(origin)}: {len(recs)} variant(s)</li>")
         parts.append("</ul>")
-    parts.append("</div><h2>Stale config entries</h2><div id='stale'>")
+    parts.append(f"</div><h2>Stale config entries ({len(data.stale)})</h2><div id='stale'>")
     if data.stale:
+        stale = list(data.stale.values())
         parts.append("<ul>")
         parts += [
             f"<li>{e(str(r.get('origin')))}: <code>{e(str(r.get('name')))}</code></li>"
-            for r in data.stale.values()
+            for r in stale[:HTML_IDS]
         ]
+        if len(stale) > HTML_IDS:
+            parts.append(
+                f"<li><i>... and {len(stale) - HTML_IDS} more (the results file has all)</i></li>"
+            )
         parts.append("</ul>")
     else:
         parts.append("<p>None.</p>")
@@ -391,6 +673,12 @@ def html_report(data: RunData, title: str, trips: list[Trip] | None = None) -> s
     return "".join(parts)
 
 
-def write_html(data: RunData, path: Path, title: str, trips: list[Trip] | None = None) -> None:
+def write_html(
+    data: RunData,
+    path: Path,
+    title: str,
+    trips: list[Trip] | None = None,
+    trend: Trend | None = None,
+) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(html_report(data, title, trips), encoding="utf-8")
+    path.write_text(html_report(data, title, trips, trend), encoding="utf-8")
