@@ -139,6 +139,7 @@ def test_plan_matrix() -> None:
     legs = m["include"]
     assert len(legs) == 2 * 2 * 2
     assert len({leg["job_name"] for leg in legs}) == len(legs)
+    assert [leg["leg"] for leg in legs] == list(range(len(legs)))
     assert sum(leg["primary"] for leg in legs) == 4
     assert {leg["shard"] for leg in legs} == {"1/2", "2/2"}
     with pytest.raises(UserError, match="40-character"):

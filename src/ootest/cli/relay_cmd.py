@@ -92,6 +92,11 @@ def add_init_parser(sub: Any) -> None:
         "--module", help="Python module that registers the backend (default: torch_<device>)"
     )
     p.add_argument("--shards", type=int, default=1)
+    p.add_argument(
+        "--runs-on",
+        metavar="LABEL,LABEL",
+        help="runner labels of the test job, where the hardware is (default: self-hosted,DEVICE)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite existing files")
     p.set_defaults(func=init_cmd)
 
@@ -105,6 +110,7 @@ def init_cmd(args: argparse.Namespace) -> int:
         args.module or f"torch_{args.device}",
         max(1, args.shards),
         args.force,
+        runs_on=args.runs_on,
     )
     for path in written:
         print(f"wrote {path}")

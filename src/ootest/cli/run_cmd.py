@@ -17,12 +17,35 @@ import argparse
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ootest.errors import EXIT_FAILED, EXIT_GUARD, EXIT_OK, EXIT_USAGE, UserError
 
 DEFAULT_DIR = Path(".ootest")
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """The files a run writes (the generated CI workflow uploads exactly these)."""
+
+    results: Path
+    junit: Path
+    html: Path
+    log: Path | None  # None with --show-output: pytest's output goes to the terminal
+
+
+def output_paths(args: argparse.Namespace) -> Outputs:
+    """Where ``ootest run`` with these arguments writes: everything next to its results
+    file, so a run given --results writes nowhere else."""
+    results = Path(args.resume or args.results or DEFAULT_DIR / "results.jsonl")
+    return Outputs(
+        results=results,
+        junit=Path(args.junit) if args.junit else results.parent / "junit.xml",
+        html=Path(args.html) if args.html else results.parent / "report.html",
+        log=None if args.show_output else results.with_name("pytest.log"),
+    )
 
 
 def add_parser(sub: Any) -> None:
@@ -104,12 +127,12 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--guard-threshold: expected 0 <= F < 1; found {args.guard_threshold}")
     # Everything a run writes goes next to its results file (the reports, the log,
     # the state folder and the baseline): a run given --results writes nowhere else.
-    results = Path(args.results) if args.results else DEFAULT_DIR / "results.jsonl"
+    if args.resume and args.results and Path(args.results) != Path(args.resume):
+        raise UserError("--resume PATH continues PATH itself; do not also pass --results")
+    outputs = output_paths(args)
+    results = outputs.results
     baseline = Path(args.baseline) if args.baseline else None
     if args.resume:
-        if args.results and Path(args.results) != Path(args.resume):
-            raise UserError("--resume PATH continues PATH itself; do not also pass --results")
-        results = Path(args.resume)
         if not results.exists():
             raise UserError(f"--resume {results}: no such results file")
     else:
@@ -121,7 +144,6 @@ def run(args: argparse.Namespace) -> int:
                 results.unlink()
         if baseline is None and not args.results and results.with_name("previous.jsonl").exists():
             baseline = results.with_name("previous.jsonl")
-    out_dir = results.parent
     if baseline is not None and not baseline.exists():
         raise UserError(f"--baseline {baseline}: no such results file")
     state = state_dir(results)
@@ -143,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
             cmd += ["--ootest-durations", d]
     cmd += args.pytest_args
 
-    log = None if args.show_output else results.with_name("pytest.log")
+    log = outputs.log
     if log is not None and log.exists() and not args.resume:
         log.unlink()
     what = f"shard {shard} of " if shard else ""
@@ -186,8 +208,7 @@ def run(args: argparse.Namespace) -> int:
         device=bool(args.device or cfg.suite.device),
         threshold=args.guard_threshold,
     )
-    junit = Path(args.junit) if args.junit else out_dir / "junit.xml"
-    html_path = Path(args.html) if args.html else out_dir / "report.html"
+    junit, html_path = outputs.junit, outputs.html
     write_junit(data, junit)
     write_html(data, html_path, f"ootest: {cfg.source.name}", trips)
     extra.append(f"JUnit: {junit}  HTML: {html_path}")

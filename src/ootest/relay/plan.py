@@ -3,7 +3,9 @@
 The primary combination is the latest backend against the dispatch's core SHA;
 older backend releases (``compat``) reveal forward/backward compatibility. Each
 leg is a job of its own with a unique ``job_name`` (the relay keys its state
-machine on it).
+machine on it) and ``leg``, its position in the matrix: the generated workflow
+names each leg's artifact and cache by it, so a later job of the same leg (the
+report) finds what the test job left.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def plan(
     stems = [Path(s).stem for s in suites]
     if len(set(stems)) != len(stems):
         raise UserError("suite configs must have distinct file names (they name the jobs)")
-    include = []
+    include: list[dict[str, Any]] = []
     for ref in refs:
         primary = ref == backend_ref
         for suite, stem in zip(suites, stems, strict=True):
@@ -51,6 +53,7 @@ def plan(
                     name += f" | shard {i}/{shards}"
                 include.append(
                     {
+                        "leg": len(include),
                         "job_name": name,
                         "backend_ref": ref,
                         "primary": primary,
