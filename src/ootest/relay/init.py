@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 
 from ootest.errors import UserError
+from ootest.relay import names
+from ootest.relay.limits import describe
 
 CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683  # v4.2.2"
 SETUP_PYTHON = "actions/setup-python@a26af69be951a213d495a4c3e4e4022e16d87065  # v5.6.0"
@@ -173,16 +175,18 @@ echo "scripts/crcr_nightly_sha.sh: print run=true and sha=<40-hex> here" >&2
 exit 1
 """
 
-_NAME = re.compile(r"[a-z0-9_]{1,40}\Z")
-
 
 def init(directory: Path, device: str, module: str, shards: int, force: bool) -> list[Path]:
-    if not _NAME.match(device):
+    if not names.is_device_name(device):  # the policy's rule (Note [Device names])
         raise UserError(
-            f"--device: expected a backend name like 'spyre' ([a-z0-9_]), found {device!r}"
+            f"--device: expected {names.DEVICE_NAME_RULE}, found {describe(device)}; "
+            "pass a name like --device spyre"
         )
     if not re.match(r"[A-Za-z_][A-Za-z0-9_.]*\Z", module):
-        raise UserError(f"--module: expected a Python module name, found {module!r}")
+        raise UserError(
+            f"--module: expected a Python module name, found {describe(module)}; "
+            "pass the module that registers the backend, e.g. --module torch_spyre"
+        )
     files = {
         directory / ".github" / "workflows" / f"crcr-{device}.yml": WORKFLOW.format(
             device=device,
@@ -204,8 +208,14 @@ def init(directory: Path, device: str, module: str, shards: int, force: bool) ->
             + "; pass --force to replace them"
         )
     for path, text in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        if path.suffix == ".sh":
-            path.chmod(0o755)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            if path.suffix == ".sh":
+                path.chmod(0o755)
+        except OSError as e:
+            raise UserError(
+                f"--dir {directory}: cannot write {path} ({e.strerror or e}); expected a "
+                "writable repository folder; pass --dir of your backend's checkout"
+            ) from None
     return list(files)
