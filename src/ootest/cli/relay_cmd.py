@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -117,25 +118,11 @@ def init_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def _event_text(path: str | None) -> str:
-    src = path or os.environ.get("GITHUB_EVENT_PATH")
-    if not src:
-        raise UserError("no event: pass EVENT_FILE or set GITHUB_EVENT_PATH")
-    try:
-        with open(src, "rb") as fh:
-            data = fh.read(1_000_001)
-    except OSError as e:
-        raise UserError(f"{src}: cannot read the event: {e.strerror}") from None
-    if len(data) > 1_000_000:
-        raise UserError(f"{src}: event file larger than 1 MB; refusing")
-    return data.decode("utf-8", errors="replace")
-
-
 def gate_cmd(args: argparse.Namespace) -> int:
-    from ootest.relay.gate import gate, load_policy, parse_envelope, write_github_output
+    from ootest.relay.gate import gate, load_policy, parse_envelope, read_event, write_github_output
 
     policy = load_policy(args.config, args.device)
-    env = parse_envelope(_event_text(args.event))
+    env = parse_envelope(*read_event(args.event))
     res = gate(env, policy)
     out = res.outputs()
     if args.json:
@@ -150,12 +137,12 @@ def gate_cmd(args: argparse.Namespace) -> int:
 
 def resolve_cmd(args: argparse.Namespace) -> int:
     from ootest.relay import resolve as rv
-    from ootest.relay.gate import gate, load_policy, parse_envelope, write_github_output
+    from ootest.relay.gate import gate, load_policy, parse_envelope, read_event, write_github_output
 
     if args.nightly_message is not None:
         sha, how = rv.nightly_source(args.nightly_message), "nightly source"
     else:
-        res = gate(parse_envelope(_event_text(args.event)), load_policy(args.config, args.device))
+        res = gate(parse_envelope(*read_event(args.event)), load_policy(args.config, args.device))
         if not res.run:
             raise UserError(f"nothing to resolve: the gate skips this event ({res.reason})")
         if res.kind == "landed":
@@ -201,7 +188,7 @@ def report_cmd(args: argparse.Namespace) -> int:
     import httpx
 
     from ootest.relay import report as rp
-    from ootest.relay.gate import parse_envelope
+    from ootest.relay.gate import parse_envelope, read_event
 
     env = dict(os.environ)
     if not args.relay_url:
@@ -212,7 +199,7 @@ def report_cmd(args: argparse.Namespace) -> int:
         kind, sha = ("nightly", args.nightly) if args.nightly else ("periodic", args.periodic)
         payload = rp.self_report_payload(kind, sha)
     else:
-        envelope = parse_envelope(_event_text(args.event))
+        envelope = parse_envelope(*read_event(args.event))
         payload = {
             "event_type": envelope.event_type,
             "delivery_id": envelope.delivery_id,
@@ -252,13 +239,86 @@ def report_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _command(text: str) -> list[str]:
+    """The --command line as argv (run without a shell)."""
+    from ootest.relay.limits import describe
+
+    try:
+        argv = shlex.split(text)
+    except ValueError as e:
+        raise UserError(
+            "--command: expected a command line with balanced quotes, found an unbalanced one "
+            f"({e}); quote it as a shell would"
+        ) from None
+    if not argv:
+        raise UserError(
+            "--command: expected a program and its arguments, found nothing; "
+            "pass e.g. --command 'bash job.sh'"
+        )
+    if shutil.which(argv[0]) is None:
+        raise UserError(
+            f"--command: cannot run {describe(argv[0])} (not found or not executable); "
+            "expected a program and its arguments, run without a shell; pass a program on "
+            "PATH or a path to one"
+        )
+    return argv
+
+
+def _dispatch_fixture(path: str) -> dict[str, Any]:
+    from ootest.relay import limits
+    from ootest.relay.gate import MAX_EVENT_BYTES
+    from ootest.relay.limits import MAX_DEPTH
+
+    fix = "pass a client_payload JSON file"
+    try:
+        raw = limits.read_at_most(path, MAX_EVENT_BYTES, "a fixture")
+        payload = limits.loads(raw, max_bytes=MAX_EVENT_BYTES, max_depth=MAX_DEPTH)
+    except OSError as e:
+        raise UserError(
+            f"--dispatch {path}: cannot read it ({e.strerror or e}); expected a client_payload "
+            "JSON file; pass the path of an existing file"
+        ) from None
+    except ValueError as e:
+        raise UserError(f"--dispatch {path}: {e}; {fix}") from None
+    if not isinstance(payload, dict):
+        raise UserError(
+            f"--dispatch {path}: expected a JSON object (a client_payload), found "
+            f"{limits.describe(payload)}; {fix}"
+        )
+    return payload
+
+
 def emulate_cmd(args: argparse.Namespace) -> int:
     from ootest.relay.emulate import Emulator
 
-    emu = Emulator(port=args.port, rate_limit=args.rate_limit).start()
+    # Every argument is checked before the emulator starts: a usage error is one line.
+    if not 0 <= args.port <= 65535:
+        raise UserError(
+            f"--port: expected a port from 0 to 65535, found {args.port}; "
+            "pass --port 0 for any free one"
+        )
+    if args.rate_limit < 1:
+        raise UserError(
+            "--rate-limit: expected a positive number of callbacks per minute, found "
+            f"{args.rate_limit}; pass e.g. --rate-limit 100"
+        )
+    if args.dispatch is not None and args.command is None:
+        raise UserError(
+            "--dispatch: expected --command as well (the dispatch is given to the command "
+            "under test), found none; pass --command 'bash job.sh'"
+        )
+    argv = _command(args.command) if args.command is not None else None
+    client_payload = _dispatch_fixture(args.dispatch) if args.dispatch is not None else None
+    try:
+        emu = Emulator(port=args.port, rate_limit=args.rate_limit).start()
+    except OSError as e:
+        raise UserError(
+            f"--port {args.port}: cannot listen on 127.0.0.1:{args.port} ({e.strerror or e}); "
+            "expected a free port; pass another --port, or --port 0 for any free one"
+        ) from None
     print(f"ootest relay emulator on {emu.url} (jobs: {emu.url}/jobs)", flush=True)
     try:
-        if args.command:
+        if argv is not None:
             with tempfile.TemporaryDirectory() as d:
                 env = dict(os.environ)
                 env.update(
@@ -271,8 +331,7 @@ def emulate_cmd(args: argparse.Namespace) -> int:
                         "RUNNER_TEMP": d,
                     }
                 )
-                if args.dispatch:
-                    client_payload = json.loads(Path(args.dispatch).read_text())
+                if client_payload is not None:
                     event = {
                         "action": client_payload.get("event_type"),
                         "client_payload": client_payload,
@@ -280,7 +339,16 @@ def emulate_cmd(args: argparse.Namespace) -> int:
                     ev = Path(d) / "event.json"
                     ev.write_text(json.dumps(event))
                     env["GITHUB_EVENT_PATH"] = str(ev)
-                rc = subprocess.call(shlex.split(args.command), env=env)
+                try:
+                    rc = subprocess.call(argv, env=env)
+                except OSError as e:
+                    from ootest.relay.limits import describe
+
+                    raise UserError(
+                        f"--command: cannot run {describe(argv[0])} ({e.strerror or e}); "
+                        "expected a program and its arguments, run without a shell; pass a "
+                        "program on PATH or a path to one"
+                    ) from None
             print(json.dumps(emu.jobs(), indent=2))
             return rc
         while True:

@@ -118,7 +118,7 @@ def read_records(path: Path, *, missing_ok: bool = True) -> list[Record]:
             continue
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # torn, or nested past json's limit
             continue
         if isinstance(rec, dict):
             rec.setdefault("kind", "result")

@@ -24,9 +24,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ootest.errors import UserError
+from ootest.relay import limits
+from ootest.relay.limits import MAX_DEPTH
 from ootest.relay.report import AUDIENCE
 
 ISSUER = "https://ootest.invalid/relay-emulator"
+MAX_BODY = 1_000_000  # bytes of a request body
+MAX_FAULTS = 1_000  # faults one /_faults call may queue
+_FAULT_RULE = (
+    f"expected count 1-{MAX_FAULTS:,}, status an HTTP status (0: none), delay 0-60 seconds"
+)
+_KEY_RULE = "delivery_id, run_id, run_attempt, job_name, status: expected strings or numbers"
 
 
 def _jwt() -> Any:
@@ -45,6 +53,17 @@ class Fault:
     status: int = 0  # answer with this status without recording
     delay: float = 0.0  # record, then answer after this many seconds
     count: int = 1
+
+
+def _faults(body: dict[str, Any]) -> list[Fault] | None:
+    """The faults a ``/_faults`` body asks for, or None when it is malformed."""
+    count, status, delay = body.get("count", 1), body.get("status", 0), body.get("delay", 0)
+    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (count, status))
+    if not ints or not 1 <= count <= MAX_FAULTS:
+        return None
+    if not isinstance(delay, (int, float)) or not 0 <= delay <= 60:
+        return None
+    return [Fault(status, float(delay)) for _ in range(count)]
 
 
 @dataclass
@@ -80,11 +99,18 @@ class Emulator:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def _body(self) -> Any:
-                n = int(self.headers.get("Content-Length") or 0)
-                if n > 1_000_000:
-                    raise ValueError("body too large")
-                return json.loads(self.rfile.read(n) or b"{}")
+            def _body(self) -> dict[str, Any]:
+                try:
+                    n = int(self.headers.get("Content-Length") or 0)
+                except ValueError:
+                    raise ValueError("expected a Content-Length number") from None
+                if not 0 <= n <= MAX_BODY:
+                    raise ValueError(f"expected at most {MAX_BODY:,} bytes, found {n:,}")
+                raw = self.rfile.read(n) or b"{}"
+                body = limits.loads(raw, max_bytes=MAX_BODY, max_depth=MAX_DEPTH)
+                if not isinstance(body, dict):
+                    raise ValueError(f"expected a JSON object, found {limits.describe(body)}")
+                return body
 
             def do_GET(self) -> None:
                 if self.path == "/.well-known/jwks.json":
@@ -106,10 +132,11 @@ class Emulator:
                     repo = str(body.get("repository", "example/backend"))
                     self._send(200, {"value": emulator.issue_token(repo)})
                 elif self.path == "/_faults":
-                    for _ in range(int(body.get("count", 1))):
-                        emulator.state.faults.append(
-                            Fault(int(body.get("status", 0)), float(body.get("delay", 0)))
-                        )
+                    faults = _faults(body)
+                    if faults is None:
+                        self._send(400, {"error": _FAULT_RULE})
+                        return
+                    emulator.state.faults.extend(faults)
                     self._send(200, {"queued": len(emulator.state.faults)})
                 elif self.path == "/github/callback":
                     code, answer, delay = emulator.callback(
@@ -197,6 +224,8 @@ class Emulator:
             if missing or "delivery_id" not in body:
                 return 400, {"error": f"missing fields: {missing or ['delivery_id']}"}, 0.0
             key = (body["delivery_id"], repo, wf["run_id"], wf["run_attempt"], wf["job_name"])
+            if not all(isinstance(k, (str, int)) for k in key) or not isinstance(wf["status"], str):
+                return 400, {"error": _KEY_RULE}, 0.0
             current = st.jobs.get(key, {}).get("status", "none")
             allowed = {"none": "in_progress", "in_progress": "completed"}
             if allowed.get(current) != wf["status"]:

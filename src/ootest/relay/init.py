@@ -23,6 +23,8 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from ootest.errors import UserError
+from ootest.relay import names
+from ootest.relay.limits import describe
 from ootest.version import ootest_version
 
 CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683  # v4.2.2"
@@ -347,7 +349,6 @@ echo "scripts/crcr_nightly_sha.sh: print run=true and sha=<40-hex> here" >&2
 exit 1
 """
 
-_NAME = re.compile(r"[a-z0-9_]{1,40}\Z")
 # Runner labels reach the workflow as YAML strings: a small safe set, always quoted.
 _LABEL = re.compile(r"[A-Za-z0-9._-]{1,64}\Z")
 
@@ -402,12 +403,16 @@ def init(
     runs_on: str | None = None,
     version: str | None = None,
 ) -> list[Path]:
-    if not _NAME.match(device):
+    if not names.is_device_name(device):  # the policy's rule (Note [Device names])
         raise UserError(
-            f"--device: expected a backend name like 'spyre' ([a-z0-9_]), found {device!r}"
+            f"--device: expected {names.DEVICE_NAME_RULE}, found {describe(device)}; "
+            "pass a name like --device spyre"
         )
     if not re.match(r"[A-Za-z_][A-Za-z0-9_.]*\Z", module):
-        raise UserError(f"--module: expected a Python module name, found {module!r}")
+        raise UserError(
+            f"--module: expected a Python module name, found {describe(module)}; "
+            "pass the module that registers the backend, e.g. --module torch_spyre"
+        )
     labels = runs_on_labels(runs_on, device)
     generated_by = version if version is not None else ootest_version()
     pin, pin_note = ootest_pin(generated_by)
@@ -440,8 +445,14 @@ def init(
             + "; pass --force to replace them"
         )
     for path, text in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        if path.suffix == ".sh":
-            path.chmod(0o755)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            if path.suffix == ".sh":
+                path.chmod(0o755)
+        except OSError as e:
+            raise UserError(
+                f"--dir {directory}: cannot write {path} ({e.strerror or e}); expected a "
+                "writable repository folder; pass --dir of your backend's checkout"
+            ) from None
     return list(files)

@@ -10,14 +10,14 @@ report) finds what the test job left.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from ootest.errors import UserError
+from ootest.relay import names
+from ootest.relay.limits import describe
 
-_SHA = re.compile(r"[0-9a-f]{40}\Z")
-_REF = re.compile(r"[A-Za-z0-9._/-]{1,100}\Z")
+MAX_JOBS = 256  # GitHub Actions runs at most 256 jobs from one matrix
 
 
 def plan(
@@ -28,14 +28,22 @@ def plan(
     backend_ref: str = "main",
     compat: list[str] | None = None,
 ) -> dict[str, Any]:
-    if not _SHA.match(sha):
-        raise UserError(f"--sha: expected a 40-character lowercase hex SHA, found {sha!r}")
+    if not names.is_sha(sha):
+        raise UserError(
+            f"--sha: expected {names.SHA_RULE}, found {describe(sha)}; pass the resolved "
+            "PyTorch commit (the sha output of `ootest relay resolve`)"
+        )
     if shards < 1:
-        raise UserError(f"--shards: expected a positive number, found {shards}")
+        raise UserError(f"--shards: expected a positive number, found {shards}; pass e.g. 1")
     refs = [backend_ref, *(compat or [])]
     for ref in refs:
-        if not _REF.match(ref):
-            raise UserError(f"backend ref {ref!r}: expected characters [A-Za-z0-9._/-]")
+        why = names.ref_problem(ref)
+        if why or not names.is_safe_ref(ref):
+            raise UserError(
+                f"backend ref {describe(ref)}: expected {names.SAFE_REF_RULE} and "
+                f"{names.REF_RULE}{f', found one with {why}' if why else ''}; pass a branch "
+                "or tag of the backend repository (--backend-ref, --compat)"
+            )
     if len(set(refs)) != len(refs):
         raise UserError("backend refs must be distinct")
     if not suites:
@@ -43,6 +51,13 @@ def plan(
     stems = [Path(s).stem for s in suites]
     if len(set(stems)) != len(stems):
         raise UserError("suite configs must have distinct file names (they name the jobs)")
+    legs = len(refs) * len(suites) * shards
+    if legs > MAX_JOBS:
+        raise UserError(
+            f"--shards/--suite/--compat: expected at most {MAX_JOBS} matrix jobs (GitHub's cap "
+            f"per workflow run), found {len(refs)} refs x {len(suites)} suites x {shards} "
+            f"shards = {legs:,}; use fewer shards, suites or compat refs"
+        )
     include: list[dict[str, Any]] = []
     for ref in refs:
         primary = ref == backend_ref

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -25,6 +24,8 @@ from typing import Any
 import httpx
 
 from ootest.errors import UserError
+from ootest.relay import limits, names
+from ootest.relay.limits import MAX_DEPTH
 
 AUDIENCE = "pytorch-cross-repo-ci-relay"
 CONCLUSIONS = ("success", "failure", "cancelled", "skipped", "timed_out", "neutral")
@@ -154,8 +155,11 @@ def build_body(
 
 def self_report_payload(kind: str, sha: str) -> dict[str, Any]:
     """The client_payload of a nightly/periodic self-report."""
-    if not re.fullmatch(r"[0-9a-f]{40}", sha):
-        raise UserError(f"--{kind}: expected the 40-character hex PyTorch SHA, found {sha!r}")
+    if not names.is_sha(sha):
+        raise UserError(
+            f"--{kind}: expected {names.SHA_RULE} (the PyTorch commit), found "
+            f"{limits.describe(sha)}; pass the SHA the nightly or periodic run built"
+        )
     return {
         "event_type": kind,
         "delivery_id": sha,
@@ -181,7 +185,11 @@ def oidc_token(client: httpx.Client, env: dict[str, str]) -> str:
         raise DeliveryError(f"requesting the OIDC token failed: {type(e).__name__}") from None
     if r.status_code != 200:
         raise DeliveryError(f"requesting the OIDC token failed with HTTP {r.status_code}")
-    value = r.json().get("value")
+    try:
+        answer = limits.loads(r.content, max_bytes=1_000_000, max_depth=MAX_DEPTH)
+    except ValueError as e:
+        raise DeliveryError(f"the OIDC token response: {e}") from None
+    value = answer.get("value") if isinstance(answer, dict) else None
     if not isinstance(value, str) or not value:
         raise DeliveryError("the OIDC token response has no 'value'")
     return value

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import httpx
 
 from ootest.errors import UserError
+from ootest.relay import names
 
 API = "https://api.github.com"
-_SHA = re.compile(r"[0-9a-f]{40}\Z")
 _NIGHTLY = re.compile(r"nightly release \(([0-9a-f]{40})\)")
 
 
@@ -47,7 +47,7 @@ def _resolved_line(pr_number: int) -> re.Pattern[str]:
 def _first_match(commits: Iterable[tuple[str, str]], pr_number: int) -> str | None:
     line = _resolved_line(pr_number)
     for sha, message in commits:
-        if line.search(message) and _SHA.match(sha):
+        if line.search(message) and names.is_sha(sha):
             return sha
     return None
 
@@ -123,7 +123,7 @@ def branch_head(repo: str, base: str) -> str:
         r = subprocess.run(
             ["git", "-C", repo, "rev-parse", candidate], capture_output=True, text=True
         )
-        if r.returncode == 0 and _SHA.match(r.stdout.strip()):
+        if r.returncode == 0 and names.is_sha(r.stdout.strip()):
             return r.stdout.strip()
     raise ResolveError(f"{repo}: cannot read the head of {base!r}")
 
