@@ -180,23 +180,28 @@ def test_all_upstream_and_confidence(tmp_path: Path) -> None:
     assert v is not None and (v["category"], v["confidence"]) == ("backend", "high")
 
 
-def test_evidence_is_bounded(tmp_path: Path) -> None:
+def test_evidence_is_bounded_and_keeps_every_category(tmp_path: Path) -> None:
     long = "x" * 900
     recs = [
         _rec(f"{F}[op=op{i},dtype=float32]", "failed", f"E   RuntimeError: bug {i:c}z {long}")
         for i in range(65, 125)
     ]  # 60 signatures (the letter tells them apart; numbers are normalised away)
     recs += [_rec(f"{F}[op=same{i},dtype=float32]", "failed", "E   KeyError: a") for i in range(40)]
-    v = tr.verdict(tr.load_inputs(_write(tmp_path / "c.jsonl", recs)), job="j", log_url=None)
-    assert v is not None
+    recs.append(_rec(UPSTREAM, "failed", MSORT))  # the smallest group: ranked last
+    cur = _write(tmp_path / "c.jsonl", recs)
+    cpu = _write(tmp_path / "cpu.jsonl", [_rec(_cpu(UPSTREAM), "failed", MSORT)])
+    v = tr.verdict(tr.load_inputs(cur, [cpu]), job="j", log_url=None)
+    assert v is not None and v["category"] == "unknown"
     assert len(v["evidence"]) == tr.MAX_EVIDENCE
     top = v["evidence"][0]  # the biggest group first: one signature, 40 variants
     assert top["count"] == 40 and len(top["variants"]) == tr.MAX_VARIANTS
+    assert v["evidence"][-1]["test"] == UPSTREAM  # kept although it ranks last
     assert all(len(e["excerpt"]) <= 300 for e in v["evidence"])
     assert len(json.dumps(v)) < 12_000
-    v = tr.verdict(tr.load_inputs(_write(tmp_path / "c.jsonl", recs)), job="j", log_url=None,
-                   max_evidence=2)  # fmt: skip
-    assert v is not None and len(v["evidence"]) == 2
+    v = tr.verdict(tr.load_inputs(cur, [cpu]), job="j", log_url=None, max_evidence=2)
+    assert v is not None
+    got = [(e["category"], e["count"]) for e in v["evidence"]]
+    assert got == [("unknown", 40), ("upstream", 1)]
 
 
 def test_input_errors_are_one_line(tmp_path: Path) -> None:

@@ -131,7 +131,10 @@ def test_audit_finds_planted_false_skips(tmp_path: Path) -> None:
         assert sampled[41]["reason"] == "edited:listed"
 
     # exactly the sample ran; everything else was skipped by the audit config
-    res = [json.loads(x) for x in (tmp_path / "suite.audit.jsonl").read_text().splitlines()]
+    out = tmp_path / "suite.audit"
+    res = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    # the run's own reports stay in that folder, not next to the user's config
+    assert (out / "junit.xml").is_file() and not (tmp_path / "junit.xml").exists()
     ran = {
         int(x["variant_id"].split("i=")[1][:-1])
         for x in res

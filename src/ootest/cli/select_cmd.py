@@ -290,7 +290,7 @@ def _add_audit(ssub: Any) -> None:
         "--results",
         type=Path,
         metavar="JSONL",
-        help="results of the audit run (default: SUITE.audit.jsonl next to the config)",
+        help="results of the audit run (default: SUITE.audit/results.jsonl next to the config)",
     )
     a.add_argument("--json", action="store_true", help="print the report as JSON")
     a.set_defaults(func=audit)
@@ -320,7 +320,7 @@ def audit(args: argparse.Namespace) -> int:
             f"(seed {args.seed}, of {len(members)} skipped or xfailed) as mandatory_success.",
         ]
         path.write_text(au.audit_config(cfg, by_key, chosen, header), encoding="utf-8")
-        results = args.results or path.with_suffix(".jsonl")
+        results = args.results or au.results_path(args.config)
         timeout = args.timeout or cfg.suite.timeout or 300.0
         print(
             f"ootest: audit: running {len(chosen)} of {len(members)} skipped or xfailed "

@@ -30,7 +30,8 @@ test results at all is ``infra`` (low): it failed before a test ran.
 
 The evidence list is grouped by (category, failure signature) (Note [Selection
 rules]: one bug in 300 variants is one signature), the verdict's category
-first, then by size; it is cut at ``max_evidence`` entries of at most
+first, then by size; it is cut at ``max_evidence`` entries (the largest group
+of each category present is always among them) of at most
 ``MAX_VARIANTS`` variant IDs each, and every text is cut short, so the
 callback body stays small whatever the run.
 """
@@ -209,8 +210,13 @@ def verdict(
         groups.setdefault((c.category, c.signature), []).append(c)
     order = [category, *(c for c in PRECEDENCE if c != category)]
     ranked = sorted(groups.items(), key=lambda kv: (order.index(kv[0][0]), -len(kv[1]), kv[0][1]))
+    # the largest group of every category present first, so that a cut list still
+    # shows each; then the rest by rank
+    leads = [next(i for i, g in enumerate(ranked) if g[0][0] == c) for c in order if count[c]]
+    rest = [i for i in range(len(ranked)) if i not in leads]
+    picked = sorted([*leads, *rest][: max(0, max_evidence)])
     evidence = []
-    for (cat, sig), members in ranked[: max(0, max_evidence)]:
+    for (cat, sig), members in (ranked[i] for i in picked):
         first = members[0]
         evidence.append(
             {

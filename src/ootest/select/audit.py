@@ -15,6 +15,7 @@ not assumed:
    variant by its axes as ``mandatory_success``, every file's other tests are
    skipped, and ``global:`` gating is dropped (that too is a decision being
    audited); the precision the original's ``global:`` gives a dtype is kept;
+   its results, JUnit, HTML and log go to ``<config>.audit/``;
 3. a sampled variant that passes is a false skip; one that fails, errors,
    crashes or times out is a true one; one the test itself skips, or that did
    not run at all, is not measured and left out of the rate;
@@ -132,8 +133,15 @@ def draw(members: list[Member], n: int, seed: int) -> list[Member]:
 
 
 def audit_path(config: Path) -> Path:
+    """The audit config: next to ``config``, so paths and file keys resolve the same."""
     stem = config.name.removesuffix(".yaml").removesuffix(".yml")
     return config.with_name(f"{stem}.audit.yaml")
+
+
+def results_path(config: Path) -> Path:
+    """Default results of the audit run, in a folder of their own (``ootest run``
+    writes its JUnit, HTML and log next to the results)."""
+    return audit_path(config).with_suffix("") / "results.jsonl"
 
 
 def _precision(caps: Any, v: Any) -> list[tuple[str, dict[str, float]]]:
@@ -337,12 +345,13 @@ def print_report(rep: AuditReport, console: Any = None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    console = console or Console()
+    console = console or Console(width=max(Console().width, 120))
     t = Table(title=f"false-skip rate (seed {rep.seed}; 95% Wilson interval)")
-    for col in ("reason / mode", "population", "sampled", "passed", "failed", "not measured"):
-        t.add_column(col, justify="left" if col == "reason / mode" else "right")
+    t.add_column("reason / mode", no_wrap=True)
+    for col in ("population", "sampled", "passed", "failed", "not measured"):
+        t.add_column(col, justify="right")
     t.add_column("false-skip rate", justify="right")
-    t.add_column("95% CI", justify="right")
+    t.add_column("95% CI", justify="right", no_wrap=True)
 
     def row(name: str, c: Cell, **kw: Any) -> None:
         t.add_row(
