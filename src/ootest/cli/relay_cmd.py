@@ -74,6 +74,7 @@ def add_parser(sub: Any) -> None:
         help="a delivery failure is a warning (exit 0); usage errors still fail",
     )
     rp.add_argument("--attempts", type=int, default=6)
+    _add_triage(rp)
     rp.set_defaults(func=report_cmd)
 
     em = rs.add_parser("emulate", help="run a local relay + HUD emulator on loopback")
@@ -208,7 +209,8 @@ def report_cmd(args: argparse.Namespace) -> int:
     job = rp.JobInfo.from_env(args.job_name, env)
     job.artifact_url = args.artifact_url
     results = rp.test_results(args.results) if args.results else None
-    body = rp.build_body(payload, job, args.status, args.conclusion, results)
+    verdict = _triage(args, payload, job) if args.triage else None
+    body = rp.build_body(payload, job, args.status, args.conclusion, results, verdict)
     state = rp.StateFile(
         Path(args.state_dir or os.path.join(env.get("RUNNER_TEMP") or ".ootest", "relay-state"))
     )
@@ -286,6 +288,88 @@ def _dispatch_fixture(path: str) -> dict[str, Any]:
             f"{limits.describe(payload)}; {fix}"
         )
     return payload
+
+
+# ------------------------------------------------------------------ triage
+def _add_triage(rp: argparse.ArgumentParser) -> None:
+    t = rp.add_argument_group(
+        "triage (pytorch/test-infra#8673; off by default)",
+        "--triage attaches a verdict (upstream, backend, infra, flake or unknown, with "
+        "the evidence) as workflow.triage of a completed callback; see docs/relay.md",
+    )
+    t.add_argument("--triage", action="store_true", help="attach a triage verdict")
+    t.add_argument(
+        "--reference",
+        action="append",
+        default=[],
+        metavar="JSONL",
+        help="results of the same tests on the CPU",
+    )
+    t.add_argument(
+        "--previous",
+        action="append",
+        default=[],
+        metavar="JSONL",
+        help="earlier results on this device, oldest first",
+    )
+    t.add_argument(
+        "--memory-diff", metavar="JSON", help="'ootest index diff OLD NEW --json' of this update"
+    )
+    t.add_argument(
+        "--flake-window",
+        type=int,
+        default=5,
+        metavar="K",
+        help="runs looked at for flakes, this one included (default 5)",
+    )
+    t.add_argument(
+        "--triage-max-evidence",
+        type=int,
+        default=10,
+        metavar="N",
+        help="evidence entries at most (default 10)",
+    )
+    t.add_argument("--triage-out", metavar="PATH", help="also write the verdict to PATH (JSON)")
+
+
+def _triage(args: argparse.Namespace, payload: dict[str, Any], job: Any) -> Any:
+    from ootest.relay import triage as tr
+
+    if args.status != "completed":
+        raise UserError("--triage: a verdict goes with --status completed only")
+    if not args.results:
+        raise UserError("--triage needs --results (the ootest JSONL results of this job)")
+    if args.triage_max_evidence < 0:
+        raise UserError(
+            f"--triage-max-evidence: expected 0 or more; found {args.triage_max_evidence}"
+        )
+    inputs = tr.load_inputs(
+        Path(args.results),
+        [Path(p) for p in args.reference],
+        [Path(p) for p in args.previous],
+        Path(args.memory_diff) if args.memory_diff else None,
+        args.flake_window,
+    )
+    pr, commit = tr.upstream_ref(payload)
+    verdict = tr.verdict(
+        inputs,
+        job=job.job_name,
+        log_url=job.artifact_url or job.url,
+        pr=pr,
+        commit=commit,
+        max_evidence=args.triage_max_evidence,
+    )
+    if verdict is None:
+        print("ootest relay: triage: no failing tests; no verdict attached", file=sys.stderr)
+        return None
+    if args.triage_out:
+        Path(args.triage_out).write_text(json.dumps(verdict, indent=2) + "\n", encoding="utf-8")
+    print(
+        f"ootest relay: triage: {verdict['category']} ({verdict['confidence']}): "
+        f"{verdict['summary']}",
+        file=sys.stderr,
+    )
+    return verdict
 
 
 def emulate_cmd(args: argparse.Namespace) -> int:

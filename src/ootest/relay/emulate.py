@@ -4,7 +4,8 @@
 - ``POST /token``                  issues a test OIDC-style token (RS256, relay audience)
 - ``POST /github/callback``        verifies the bearer token, enforces the state machine
   (none -> in_progress -> completed per (delivery, repo, run_id, run_attempt,
-  job_name); duplicates and out-of-order are 400), the per-repo rate limit (429)
+  job_name); duplicates and out-of-order are 400), the per-repo rate limit (429);
+  an optional ``workflow.triage`` verdict is checked (malformed: 400), kept and shown
 - ``GET  /jobs``                   recorded jobs as JSON; ``GET /`` the same as an HTML page
 - ``POST /_faults``                test hook: answer the next N callbacks with a status
   (e.g. 500, 429) or accept them but answer after a delay (a client timeout)
@@ -27,6 +28,7 @@ from ootest.errors import UserError
 from ootest.relay import limits
 from ootest.relay.limits import MAX_DEPTH
 from ootest.relay.report import AUDIENCE
+from ootest.relay.triage import check as check_verdict
 
 ISSUER = "https://ootest.invalid/relay-emulator"
 MAX_BODY = 1_000_000  # bytes of a request body
@@ -233,6 +235,10 @@ class Emulator:
                 return 400, {"error": f"invalid transition {current} -> {wf['status']}"}, 0.0
             if wf["status"] == "completed" and not wf.get("conclusion"):
                 return 400, {"error": "completed needs a conclusion"}, 0.0
+            if "triage" in wf:  # optional (pytorch/test-infra#8673); checked when sent
+                problems = check_verdict(wf["triage"])
+                if problems:
+                    return 400, {"error": f"workflow.triage: {'; '.join(problems)}"}, 0.0
             st.jobs[key] = {
                 "delivery_id": body["delivery_id"],
                 "repository": repo,
@@ -264,6 +270,7 @@ class Emulator:
                     "test_results",
                 )
             )
+            + f"<td>{_triage_cell(j.get('triage'))}</td>"
             + "</tr>"
             for j in self.jobs()
         )
@@ -271,5 +278,20 @@ class Emulator:
             "<!doctype html><meta charset=utf-8><title>ootest relay emulator</title>"
             "<h1>Jobs recorded by the relay emulator</h1><table border=1><tr><th>delivery"
             "</th><th>repository</th><th>job</th><th>status</th><th>conclusion</th>"
-            f"<th>test results</th></tr>{rows}</table>"
+            f"<th>test results</th><th>triage</th></tr>{rows}</table>"
         )
+
+
+def _triage_cell(verdict: Any) -> str:
+    """A triage verdict on the jobs page: category, confidence, summary, evidence."""
+    if not isinstance(verdict, dict):
+        return ""
+    head = html.escape(f"{verdict.get('category')} ({verdict.get('confidence')})")
+    items = "".join(
+        "<li>"
+        + html.escape(f"{e.get('category', '')} {e.get('test')}: {e.get('excerpt')}")
+        + "</li>"
+        for e in verdict.get("evidence") or []
+        if isinstance(e, dict)
+    )
+    return f"<b>{head}</b><br>{html.escape(str(verdict.get('summary')))}<ul>{items}</ul>"

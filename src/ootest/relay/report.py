@@ -124,7 +124,10 @@ def build_body(
     status: str,
     conclusion: str | None,
     results: dict[str, int] | None,
+    triage: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The callback body; ``triage`` (a verdict, Note [Triage verdict]) is sent as
+    ``workflow.triage`` with a completed status only."""
     if status not in ("in_progress", "completed"):
         raise UserError(f"--status: expected in_progress or completed, found {status!r}")
     if status == "completed" and conclusion not in CONCLUSIONS:
@@ -150,6 +153,8 @@ def build_body(
             workflow["test_results"] = results
         if job.artifact_url:
             workflow["artifact_url"] = job.artifact_url
+        if triage is not None:
+            workflow["triage"] = triage
     return {**client_payload, "workflow": workflow}
 
 
