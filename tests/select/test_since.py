@@ -7,8 +7,10 @@ suite (tests/select/suites.py; the variant enumeration is synthetic, so no torch
 
 from __future__ import annotations
 
+import difflib
 import json
 import shutil
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,7 +141,12 @@ def test_an_upgrade_re_decides_only_the_delta_and_lands_as_a_diff(
     assert "1 kept as people's entries decide them" in err
     assert _changes(diff) == _changes(EXPECTED_DIFF)
     new_text = (work / "new.yaml").read_text()
-    assert diff.startswith("--- a/suite.yaml\n+++ b/new.yaml\n")
+    # the diff is built from the edits; it is the one difflib finds between the texts
+    assert diff == "".join(
+        difflib.unified_diff(
+            old_text.splitlines(True), new_text.splitlines(True), "a/suite.yaml", "b/new.yaml"
+        )
+    )
     assert (work / "suite.yaml").read_text() == old_text  # --out: the input stays
 
     # what did not change is byte-identical: test_beta's block, the person's entry
@@ -398,3 +405,103 @@ def test_a_file_listed_by_a_glob_is_left_to_people() -> None:
         text, {u1: d(u1, "mandatory_success", "ops_supported")}, (), universe(u1), {}, "TORCH_ROOT"
     )
     assert r.text == text and r.unplaceable == ["test/u.py"]
+
+
+def test_a_re_decided_evidence_line_is_what_select_run_writes() -> None:
+    from ootest.select.refine import evidence_row
+    from ootest.select.rules import Evidence, Result, decide
+    from ootest.select.since import _row
+
+    ev = Evidence(
+        "t.py::T::test_a[dtype=float32]",
+        dtypes=("float32",),
+        ops=("aten::mm",),
+        missing_ops=("aten::mm",),
+        cpu=Result("failed", "E:1", "E: x", 1.5),
+        observed=[Result("passed", at=2.0)],
+    )
+    d = decide(ev)
+    row = json.loads(_row(ev, d, "fp", ["body"]))
+    assert row.pop("changed") == ["body"]
+    assert json.dumps(row, sort_keys=True) == json.dumps(evidence_row(ev, d, "fp"), sort_keys=True)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        CONFIG,
+        CONFIG.replace("    - path", "  - path").replace("\n      ", "\n    "),  # dash at key
+        CONFIG + "  global:\n    supported_dtypes: [float32]\n# the end\n",
+        CONFIG.replace("    - path: ${TORCH_ROOT}/test/u.py", "    # people\n\n    - path: x"),
+        "# h\ntest_suite_config:\n  files: []\n",
+    ],
+)
+def test_files_items_are_found_without_composing_the_whole_config(text: str) -> None:
+    from ootest.select.patch import _lines, _split, _split_composed
+
+    lines = _lines(text)
+    assert _split(text, lines) == _split_composed(lines)
+
+
+def test_the_diff_built_from_edits_is_the_one_difflib_finds() -> None:
+    import random
+
+    from ootest.select.patch import _Lines
+
+    rng = random.Random(7)
+    for _ in range(200):
+        lines = [f"line {i}" for i in range(rng.randrange(1, 40))]
+        ed = _Lines(lines)
+        k = 0
+        for _ in range(rng.randrange(1, 6)):
+            i = rng.randrange(len(lines))
+            what = rng.choice(["drop", "repl", "before", "after", "tail"])
+            k += 1
+            if what == "drop":
+                ed.drop(i, min(len(lines), i + rng.randrange(1, 4)))
+            elif what == "repl":
+                ed.repl[i] = f"changed {k}"
+            elif what == "before":
+                ed.before[i].append(f"new {k}")
+            elif what == "after":
+                ed.after[i].append(f"new {k}")
+            else:
+                ed.tail.append(f"new {k}")
+        old = "".join(x + "\n" for x in lines)
+        new = ed.text()
+        want = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), "a", "b"))
+        assert ed.diff("a", "b") == want, (lines, ed.repl, ed.before, ed.after, ed.tail)
+
+
+def test_the_sidecar_is_edited_by_binary_search_like_a_sorted_dict(tmp_path: Path) -> None:
+    import random
+
+    from ootest.select.since import _Sidecar
+
+    rng = random.Random(3)
+    names = sorted(
+        {f"t{rng.randrange(50)}.py::T::test_{rng.choice('ab')}[x={rng.randrange(99)}]"
+         for _ in range(300)}
+        | {'t7.py::T::test_q[s="quoted"]', "t7.py::T::test_é[x=1]"}
+    )  # fmt: skip
+    rows = {
+        v: json.dumps({"decision": {"mode": rng.choice(["skip", "xfail"]), "variant_id": v}})
+        for v in names
+    }
+    (tmp_path / "s.evidence.jsonl").write_text("".join(rows[v] + "\n" for v in names))
+    side = _Sidecar(tmp_path / "s.yaml")
+    for v in [*names, "t0.py::T::missing", "zzz", ""]:
+        found, start, end = side.locate(v)
+        assert found == (v in rows)
+        if found:
+            assert side.data[start:end].decode() == rows[v]
+    assert side.rows_of("t7.py") == Counter(
+        json.loads(rows[v])["decision"]["mode"] for v in names if v.startswith("t7.py::")
+    )
+    want = dict(rows)
+    for v in rng.sample(names, 40):
+        side.edits[v], want[v] = None, ""
+    for v in ["t0.py::T::new", "t99.py::T::new", *rng.sample(names, 20)]:
+        line = json.dumps({"decision": {"mode": "skip", "variant_id": v}, "x": 1})
+        side.edits[v], want[v] = line.encode(), line
+    assert side.text().decode() == "".join(want[v] + "\n" for v in sorted(want) if want[v])

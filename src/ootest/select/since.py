@@ -24,22 +24,27 @@ new evidence line with ``changed`` saying why it was decided again.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ootest.errors import UserError
-from ootest.select.gather import Candidate, Sources, Support, from_memory, gather
+from ootest.select.gather import (
+    Sources,
+    Support,
+    device_delta,
+    device_ids,
+    from_memory,
+    gather,
+)
 from ootest.select.patch import patch
-from ootest.select.refine import evidence_row, read_sidecar, sidecar_path
+from ootest.select.refine import read_sidecar, sidecar_path
 from ootest.select.rules import Decision, Evidence, decide
 
 _VID = re.compile(r'"variant_id": ("(?:[^"\\]|\\.)*")')
-_MODE = re.compile(r'"mode": "(\w+)"')
 
 
 @dataclass
@@ -48,9 +53,9 @@ class Outcome:
 
     config: Path
     out: Path
-    old_text: str
     new_text: str
-    sidecar: str
+    diff: str
+    sidecar: bytes
     evaluated: int
     total: int
     decisions: Counter[str] = field(default_factory=Counter)  # new decisions, by mode
@@ -58,17 +63,6 @@ class Outcome:
     held: list[str] = field(default_factory=list)
     unplaceable: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-    @property
-    def diff(self) -> str:
-        return "".join(
-            difflib.unified_diff(
-                self.old_text.splitlines(True),
-                self.new_text.splitlines(True),
-                f"a/{self.config}",
-                f"b/{self.out}",
-            )
-        )
 
     def summary(self) -> str:
         head = f"evaluated {self.evaluated:,} of {self.total:,} variants"
@@ -81,51 +75,162 @@ class Outcome:
         import os
 
         self.out.parent.mkdir(parents=True, exist_ok=True)
-        for path, data in ((self.out, self.new_text), (sidecar_path(self.out), self.sidecar)):
+        for path, data in (
+            (self.out, self.new_text.encode("utf-8")),
+            (sidecar_path(self.out), self.sidecar),
+        ):
             tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(data, encoding="utf-8")
+            tmp.write_bytes(data)
             os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------ the sidecar
-def _raw_rows(config: Path) -> dict[str, str]:
-    """The sidecar's lines by variant ID, as written (kept byte for byte)."""
-    path = sidecar_path(config)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise UserError(
-            f"{path}: expected the evidence file 'ootest select run' wrote next to "
-            f"{config.name}; cannot read it: {e.strerror or e}"
-        ) from None
-    out: dict[str, str] = {}
-    for n, line in enumerate(lines, 1):
-        m = _VID.search(line)
-        if m is None:
+class _Sidecar:
+    """The evidence sidecar as bytes, edited in place by variant ID.
+
+    Every writer (``select run``, ``refine``, this module) writes one line per
+    variant sorted by variant ID, so a line is found by binary search over byte
+    offsets and only the lines a change touches are read: an upgrade touching 5%
+    of 250,000 variants does not decode the other 95%. The first ``"variant_id"``
+    and ``"mode"`` keys of a line are the decision's (the keys are sorted; quotes
+    inside JSON strings are escaped)."""
+
+    def __init__(self, config: Path) -> None:
+        self.path = sidecar_path(config)
+        try:
+            self.data = self.path.read_bytes()
+        except OSError as e:
             raise UserError(
-                f"{path}:{n}: expected an evidence line written by 'ootest select run'; "
-                "found no variant_id"
+                f"{self.path}: expected the evidence file 'ootest select run' wrote next to "
+                f"{config.name}; cannot read it: {e.strerror or e}"
+            ) from None
+        self.edits: dict[str, bytes | None] = {}  # variant -> new line (None: gone)
+        self._found: dict[str, tuple[bool, int, int]] = {}
+
+    def _line(self, pos: int) -> tuple[int, int]:
+        """(start, end) of the line holding byte ``pos`` (end: its newline)."""
+        start = self.data.rfind(b"\n", 0, pos) + 1
+        end = self.data.find(b"\n", pos)
+        return start, len(self.data) if end < 0 else end
+
+    def _field(self, start: int, end: int, key: bytes) -> str:
+        i = self.data.find(key, start, end)
+        if i < 0:
+            n = self.data.count(b"\n", 0, start) + 1
+            raise UserError(
+                f"{self.path}:{n}: expected an evidence line written by 'ootest select run'; "
+                f"found no {key.decode().split(':')[0]}"
             )
-        out[json.loads(m[1])] = line
-    return out
+        i += len(key)
+        raw = self.data[i : self.data.find(b'"', i, end)]
+        if raw.endswith(b"\\") or b"\\" in raw:  # an escape: decode the string properly
+            m = _VID.match(self.data[i - len(key) : end].decode("utf-8"))
+            return str(json.loads(m[1])) if m else raw.decode("utf-8", "replace")
+        return raw.decode("utf-8")
+
+    def vid(self, start: int, end: int) -> str:
+        return self._field(start, end, b'"variant_id": "')
+
+    def mode(self, start: int, end: int) -> str:
+        return self._field(start, end, b'"mode": "')
+
+    def locate(self, vid: str, lo: int = 0) -> tuple[bool, int, int]:
+        """(found, start, end) of ``vid``'s line at or after byte ``lo`` (a line
+        start); not found: start = end = where its line belongs. Galloping from
+        ``lo``: the next of a sorted run of changed variants is usually a few lines
+        on, so it costs a few probes, not a full binary search."""
+        hi, step = len(self.data), 1024
+        while lo < hi:  # gallop: the first probe past vid bounds the search
+            start, end = self._line(min(lo + step, hi - 1))
+            if start <= lo:
+                break
+            here = self.vid(start, end)
+            if here == vid:
+                return True, start, end
+            if here < vid:
+                lo, step = end + 1, step * 2
+            else:
+                hi = start
+                break
+        while lo < hi:
+            start, end = self._line((lo + hi) // 2)
+            here = self.vid(start, end)
+            if here == vid:
+                return True, start, end
+            if here < vid:
+                lo = end + 1
+            else:
+                hi = start
+        return False, lo, lo
+
+    def find(self, vid: str, lo: int = 0) -> tuple[bool, int, int]:
+        """:meth:`locate`, remembered (the data never changes; edits are kept aside)."""
+        hit = self._found.get(vid)
+        if hit is None:
+            hit = self._found[vid] = self.locate(vid, lo)
+        return hit
+
+    def rows_of(self, file: str) -> Counter[str]:
+        """The modes of the rows of one file key, as the sidecar has them now."""
+        _, lo, _ = self.locate(file + "::")
+        _, hi, _ = self.locate(file + ":;", lo)  # ':' + 1 is ';'
+        out: Counter[str] = Counter()
+        pos = lo
+        while pos < hi:
+            start, end = self._line(pos)
+            out[self.mode(start, end)] += 1
+            pos = end + 1
+        return out
+
+    def old(self, vids: Iterable[str]) -> dict[str, tuple[bytes, str]]:
+        """The current line and mode of each of ``vids`` found."""
+        out: dict[str, tuple[bytes, str]] = {}
+        lo = 0
+        for vid in sorted(vids):
+            found, start, end = self.find(vid, lo)
+            lo = start
+            if found:
+                out[vid] = (self.data[start:end], self.mode(start, end))
+        return out
+
+    def totals(self) -> Counter[str]:
+        """Decisions by mode (each line names its mode once as a key)."""
+        from ootest.select.rules import MODES
+
+        return Counter({m: n for m in MODES if (n := self.data.count(f'"mode": "{m}"'.encode()))})
+
+    def text(self) -> bytes:
+        """The sidecar with the edits applied; untouched lines copied as bytes."""
+        pieces: list[bytes] = []
+        pos = lo = 0
+        for vid in sorted(self.edits):
+            found, start, end = self.find(vid, lo)
+            lo = start
+            pieces.append(self.data[pos:start])
+            new = self.edits[vid]
+            if new is not None:
+                pieces.append(new + b"\n")
+            pos = end + 1 if found else start
+        pieces.append(self.data[pos:])
+        return b"".join(pieces)
 
 
 def _row(ev: Evidence, d: Decision, fingerprint: str, changed: Iterable[str]) -> str:
-    row = evidence_row(ev, d, fingerprint)
-    row["changed"] = list(changed)
+    """The evidence line of a re-decided variant: what ``evidence_row`` writes (the
+    same JSON, built without ``dataclasses.asdict``, which costs 20x), and why it
+    was decided again."""
+    evidence = dict(vars(ev))
+    for key in ("cpu", "reference"):
+        r = evidence[key]
+        evidence[key] = dict(vars(r)) if r is not None else None
+    evidence["observed"] = [dict(vars(r)) for r in ev.observed]
+    row = {
+        "changed": list(changed),
+        "decision": dict(vars(d)),
+        "evidence": evidence,
+        "fingerprint": fingerprint,
+    }
     return json.dumps(row, sort_keys=True)
-
-
-def _modes(rows: Mapping[str, str]) -> tuple[Counter[str], dict[str, Counter[str]]]:
-    """Decisions by mode, in all and per file key."""
-    total: Counter[str] = Counter()
-    per_file: dict[str, Counter[str]] = defaultdict(Counter)
-    for vid, line in rows.items():
-        m = _MODE.search(line)
-        mode = m[1] if m else "?"
-        total[mode] += 1
-        per_file[vid.partition("::")[0]][mode] += 1
-    return total, per_file
 
 
 def _read(config: Path) -> str:
@@ -140,60 +245,72 @@ def _root_var(text: str) -> str:
     return m[1] if m else "TORCH_ROOT"
 
 
-def _reheader(text: str, total: Counter[str], edit: Callable[[str], str]) -> str:
-    """The header comment with the decision counts of ``total`` and each line passed
-    through ``edit`` (provenance); the rest of the text as it was."""
-    head, sep, rest = text.partition("test_suite_config:")
-    if not sep:
-        return text
-    lines = head.split("\n")
-    for i, line in enumerate(lines):
-        if line.startswith("# decisions:"):
-            lines[i] = "# decisions: " + ", ".join(f"{n} {m}" for m, n in sorted(total.items()))
-        elif line.startswith("#"):
-            lines[i] = edit(line)
-    return "\n".join(lines) + sep + rest
-
-
 def _finish(
     config: Path,
     out: Path,
-    text: str,
-    rows: dict[str, str],
+    side: _Sidecar,
     changes: Mapping[str, tuple[Evidence, Decision, str, tuple[str, ...]]],
     removed: set[str],
     universe: Mapping[str, Iterable[str]],
     provenance: Callable[[str], str],
-) -> tuple[Outcome, list[str]]:
-    """Patch the config and the sidecar; returns the outcome (without counts) and
-    the variants people's entries hold."""
+) -> Outcome:
+    """Patch the config and the sidecar (Note [Config patches]); the outcome without
+    its counts."""
+    text = _read(config)
     decided = {vid: d for vid, (_, d, _, _) in changes.items()}
     files = {vid.partition("::")[0] for vid in [*changes, *removed]}
-    for vid in removed:
-        rows.pop(vid, None)
-    new_rows = dict(rows)
-    for vid, (ev, d, fp, why) in changes.items():
-        new_rows[vid] = _row(ev, d, fp, why)
-    total, per_file = _modes(new_rows)
+    old = side.old([*changes, *removed])
+
+    def modes(file: str, held: Collection[str]) -> Counter[str]:
+        """The modes of a file's rows after the change (people's variants kept)."""
+        count = side.rows_of(file)
+        for vid in [*changes, *removed]:
+            if vid.partition("::")[0] != file or vid in held:
+                continue
+            if vid in old:
+                count[old[vid][1]] -= 1
+            if vid in changes:
+                count[decided[vid].mode] += 1
+        return +count
+
     patched = patch(
         text,
         decided,
         removed,
         {f: list(vs) for f, vs in universe.items() if f in files},
-        {f: c for f, c in per_file.items() if f in files},
+        modes,
         _root_var(text),
     )
     held = set(patched.held) | {v for v in changes if v.partition("::")[0] in patched.unplaceable}
-    for vid in held:  # a person decides it: its evidence line stays as it was
-        if vid in rows:
-            new_rows[vid] = rows[vid]
-        else:
-            new_rows.pop(vid, None)
-    if held:
-        total, _ = _modes(new_rows)
-    new_text = _reheader(patched.text, total, provenance)
-    sidecar = "".join(new_rows[v] + "\n" for v in sorted(new_rows))
-    o = Outcome(config, out, text, new_text, sidecar, 0, 0)
+    total = side.totals()
+    for vid in removed:
+        side.edits[vid] = None
+        if vid in old:
+            total[old[vid][1]] -= 1
+    for vid, (ev, d, fp, why) in changes.items():
+        if vid in held:  # a person decides it: its evidence line stays as it was
+            continue
+        side.edits[vid] = _row(ev, d, fp, why).encode("utf-8")
+        if vid in old:
+            total[old[vid][1]] -= 1
+        total[d.mode] += 1
+    total = +total
+
+    def header(line: str) -> str:
+        if line.startswith("# decisions:"):
+            return "# decisions: " + ", ".join(f"{n} {m}" for m, n in sorted(total.items()))
+        return provenance(line)
+
+    patched.header(header)
+    o = Outcome(
+        config,
+        out,
+        patched.text,
+        patched.diff(f"a/{config}", f"b/{out}"),
+        side.text(),
+        0,
+        0,
+    )
     o.decisions = Counter(d.mode for vid, d in decided.items() if vid not in held)
     o.held, o.unplaceable = sorted(patched.held), patched.unplaceable
     if o.held:
@@ -202,7 +319,7 @@ def _finish(
         o.notes.append(
             f"files listed only by a glob path, decide them by hand: {', '.join(o.unplaceable)}"
         )
-    return o, sorted(held)
+    return o
 
 
 # ------------------------------------------------------------------ an upgrade
@@ -226,37 +343,33 @@ def upgrade(
         raise UserError(
             f"--since {old_db}: no such index; pass the memory the config was decided from"
         )
-    text = _read(config)
-    rows = _raw_rows(config)
+    side = _Sidecar(config)
     diff = diff_indexes(old_db, new_db)
-    new = {c.variant_id: c for c in from_memory(new_db)}
-    old = {c.variant_id for c in from_memory(old_db)}
-    why: dict[str, tuple[str, ...]] = {v: ("added",) for v in diff.added if v in new}
-    why.update((m.id, m.reasons) for m in diff.modified if m.id in new)
-    why.update((v, ("now a device variant",)) for v in new.keys() - old if v not in why)
-    removed = old - new.keys()
-    cands: list[Candidate] = [new[v] for v in sorted(why)]
+    dev = device_delta(old_db, new_db)
+    entered, removed = set(dev.entered), set(dev.left)
+    why: dict[str, tuple[str, ...]] = {v: ("added",) for v in diff.added if v in entered}
+    why.update((v, ("now a device variant",)) for v in entered if v not in why)
+    why.update((m.id, m.reasons) for m in diff.modified)  # device ones stay (below)
+    cands = from_memory(new_db, set(why))
+    why = {c.variant_id: why[c.variant_id] for c in cands}
     evidence = gather(cands, sources, support, scope)
+    fps = {c.variant_id: c.fingerprint for c in cands}
     changes = {
-        ev.variant_id: (ev, decide(ev), new[ev.variant_id].fingerprint, why[ev.variant_id])
-        for ev in evidence
+        ev.variant_id: (ev, decide(ev), fps[ev.variant_id], why[ev.variant_id]) for ev in evidence
     }
-    universe: dict[str, list[str]] = defaultdict(list)
-    for vid in new:
-        universe[vid.partition("::")[0]].append(vid)
-    unknown = len(new.keys() - rows.keys() - why.keys())
-    o, _held = _finish(config, out, text, rows, changes, removed, universe, provenance)
-    o.evaluated, o.total = len(changes), len(new)
+    universe = device_ids(new_db, {v.partition("::")[0] for v in [*why, *removed]})
+    rows_before = side.data.count(b"\n")
+    known = len(side.old([*removed, *why]))  # rows of variants that left or changed
+    o = _finish(config, out, side, changes, removed, universe, provenance)
+    o.evaluated, o.total = len(changes), dev.total
     n_added = sum(1 for v in why.values() if v == ("added",))
-    o.details = [
-        f"{n_added} added",
-        f"{len(changes) - n_added} modified",
-        f"{len(removed)} removed",
-    ]
-    if unknown:
+    o.details = [f"{n_added} added", f"{len(changes) - n_added} modified"]
+    o.details.append(f"{len(removed)} removed")
+    unknown = dev.total - (rows_before - known) - len(why)
+    if unknown > 0:
         o.notes.append(
-            f"{unknown} variants of {new_db} have no decision in {config.name} and did not "
-            "change: decide them with a full 'ootest select run'"
+            f"at least {unknown} variants of {new_db} have no decision in {config.name} and "
+            "did not change: decide them with a full 'ootest select run'"
         )
     return o
 
@@ -275,19 +388,21 @@ def enable_op(op: str, ops_db: Path, config: Path, out: Path) -> tuple[Outcome, 
         parsed, _ = store.resolve_ops(op)
     name = config_name(parsed)
     rule = SupportSet.from_names([str(parsed)], name)
-    text = _read(config)
-    rows = _raw_rows(config)
+    side = _Sidecar(config)
     changes: dict[str, tuple[Evidence, Decision, str, tuple[str, ...]]] = {}
     still = 0
-    for ev, _d, fp in read_sidecar(sidecar_path(config)):
+    rows = read_sidecar(sidecar_path(config))
+    for ev, _d, fp in rows:
         if not any(rule.covers(o) for o in ev.missing_ops):
             continue
         ev.missing_ops = tuple(o for o in ev.missing_ops if not rule.covers(o))
         still += bool(ev.missing_ops)
         changes[ev.variant_id] = (ev, decide(ev), fp, (f"enabled:{name}",))
     universe: dict[str, list[str]] = defaultdict(list)
-    for vid in rows:
-        universe[vid.partition("::")[0]].append(vid)
+    touched = {v.partition("::")[0] for v in changes}
+    for ev, _d, _fp in rows:
+        if ev.variant_id.partition("::")[0] in touched:
+            universe[ev.variant_id.partition("::")[0]].append(ev.variant_id)
 
     def provenance(line: str) -> str:
         m = re.match(r"^# backend: (.*?); ootest", line)
@@ -295,7 +410,7 @@ def enable_op(op: str, ops_db: Path, config: Path, out: Path) -> tuple[Outcome, 
             return line
         return f"# backend: {m[1]} + {name}{line[m.end(1) :]}"
 
-    o, _held = _finish(config, out, text, rows, changes, set(), universe, provenance)
+    o = _finish(config, out, side, changes, set(), universe, provenance)
     o.evaluated, o.total = len(changes), len(rows)
     o.details = [f"the variants waiting on {name}"]
     if still:
