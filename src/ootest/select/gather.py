@@ -80,18 +80,40 @@ class DeviceDelta:
     left: list[str]  # device variants before that are not now (removed, or no longer for it)
 
 
-def device_delta(old: Path, new: Path) -> DeviceDelta:
-    """Compared by SQLite, the old memory attached to the new one: only the IDs that
-    differ reach Python."""
+def device_delta(
+    old: Path, new: Path, added: Collection[str], removed: Collection[str]
+) -> DeviceDelta:
+    """Which device variants entered and left between two memories, given the IDs
+    the memory diff found added and removed: those are looked up one by one, and
+    variants present in both whose device flag flipped are found by one join in
+    SQLite (the old memory attached to the new one)."""
     con = _memory(new)
     try:
         con.execute("ATTACH DATABASE ? AS old", (f"file:{old}?mode=ro",))
-        dev = "SELECT id FROM {}.variants WHERE device_variant"
-        only = f"{dev} AND id NOT IN ({dev}) ORDER BY id"
+
+        def device(db: str, ids: Collection[str]) -> list[str]:
+            out: list[str] = []
+            keys = sorted(ids)
+            for k in range(0, len(keys), 900):
+                part = keys[k : k + 900]
+                marks = ",".join("?" * len(part))
+                out += [
+                    r[0]
+                    for r in con.execute(
+                        f"SELECT id FROM {db}.variants WHERE device_variant AND id IN ({marks})",
+                        part,
+                    )
+                ]
+            return out
+
+        flips = con.execute(
+            "SELECT m.id, m.device_variant FROM main.variants m JOIN old.variants o "
+            "ON o.id = m.id WHERE m.device_variant != o.device_variant"
+        ).fetchall()
         return DeviceDelta(
             int(con.execute("SELECT count(*) FROM variants WHERE device_variant").fetchone()[0]),
-            [r[0] for r in con.execute(only.format("main", "old"))],
-            [r[0] for r in con.execute(only.format("old", "main"))],
+            sorted([*device("main", added), *(i for i, d in flips if d)]),
+            sorted([*device("old", removed), *(i for i, d in flips if not d)]),
         )
     except sqlite3.Error as e:
         raise UserError(

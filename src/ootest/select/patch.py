@@ -31,6 +31,7 @@ must resolve to its new mode (re-decided) or to the mode it had (the rest).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections import Counter, defaultdict
@@ -626,7 +627,8 @@ def _patch_block(
         if key not in variants:
             variants[key] = variant_from_id(key)
     original = _Matcher(block)
-    before = {k: original.mode(variants[k]) for k in {*left, *touched} if variants[k] is not None}
+    first = {k: original.winner(variants[k]) for k in {*left, *touched} if variants[k] is not None}
+    before = {k: (e.mode if e is not None else block.unlisted) for k, (e, _) in first.items()}
     names = {e.index: [n for n, _ in e.names] for e in block.entries}
     where: dict[str, list[int]] = defaultdict(list)  # name -> generated entries listing it
     for e in block.entries:
@@ -640,10 +642,9 @@ def _patch_block(
     todo: dict[str, Decision] = {}
     held: list[str] = []
     for vid in sorted(touched):
-        v = variants.get(vid)
-        if v is None:
+        if vid not in first:
             continue
-        winner, _ = original.winner(v)
+        winner, _ = first[vid]
         if winner is not None and not winner.tagged:
             if vid in changes:
                 held.append(vid)
@@ -658,7 +659,12 @@ def _patch_block(
             todo[vid] = changes[vid]
     current = {i: [n for n in ns if n not in gone[i]] for i, ns in names.items()}
     now = _Matcher(block, current)
-    need = {vid: d for vid, d in todo.items() if now.mode(variants[vid]) != d.mode}
+    then = {vid: now.winner(variants[vid]) for vid in todo}
+    need: dict[str, Decision] = {}
+    for vid, d in todo.items():
+        hit = then[vid][0]
+        if (hit.mode if hit is not None else block.unlisted) != d.mode:
+            need[vid] = d
     # a whole template re-decided alike, named by nothing finer: name it once
     by_template: dict[str, list[str]] = defaultdict(list)
     for vid in need:
@@ -667,7 +673,7 @@ def _patch_block(
     for template, vids in sorted(by_template.items()):
         every = sorted(of_template.get(template, ()))
         alike = len({(need[v].mode, need[v].reason) for v in vids}) == 1
-        coarse = all(now.winner(variants[v])[1] < 2 for v in vids)
+        coarse = all(then[v][1] < 2 for v in vids)
         if len(vids) > 1 and sorted(vids) == every and alike and coarse:
             units.append((template, need[vids[0]]))
         else:
@@ -726,15 +732,24 @@ def _patch_block(
 
 
 def _patterns(names: Iterable[str]) -> list[Any]:
-    from ootest.config.names import NamePattern, NameSyntaxError
-
     out = []
     for n in names:
-        try:
-            out.append(NamePattern.parse(n))
-        except NameSyntaxError:
-            continue
+        p = _pattern(n)
+        if p is not None:
+            out.append(p)
     return out
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _pattern(name: str) -> Any:
+    """A config name compiled (None: not a valid name); each name once per run,
+    however many times a block is matched."""
+    from ootest.config.names import NamePattern, NameSyntaxError
+
+    try:
+        return NamePattern.parse(name)
+    except NameSyntaxError:
+        return None
 
 
 def _insert_names(ed: _Lines, e: _Entry, add: list[str]) -> None:

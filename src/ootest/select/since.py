@@ -106,6 +106,7 @@ class _Sidecar:
             ) from None
         self.edits: dict[str, bytes | None] = {}  # variant -> new line (None: gone)
         self._found: dict[str, tuple[bool, int, int]] = {}
+        self._totals: Counter[str] | None = None
 
     def _line(self, pos: int) -> tuple[int, int]:
         """(start, end) of the line holding byte ``pos`` (end: its newline)."""
@@ -194,10 +195,30 @@ class _Sidecar:
         return out
 
     def totals(self) -> Counter[str]:
-        """Decisions by mode (each line names its mode once as a key)."""
+        """Decisions by mode (each line names its mode once as a key); counted once."""
         from ootest.select.rules import MODES
 
-        return Counter({m: n for m in MODES if (n := self.data.count(f'"mode": "{m}"'.encode()))})
+        if self._totals is None:
+            self._totals = Counter(
+                {m: n for m in MODES if (n := self.data.count(f'"mode": "{m}"'.encode()))}
+            )
+        return Counter(self._totals)
+
+    def trust_totals(self, header: str) -> None:
+        """Take the decision counts from the config's header (``# decisions: 3 skip,
+        ...``, written with this sidecar) instead of counting 100 MB of lines."""
+        from ootest.select.rules import MODES
+
+        m = re.search(r"^# decisions: (.*)$", header, re.M)
+        if m is None:
+            return
+        count: Counter[str] = Counter()
+        for part in m[1].split(","):
+            n, _, mode = part.strip().partition(" ")
+            if not n.isdigit() or mode not in MODES:
+                return
+            count[mode] = int(n)
+        self._totals = count
 
     def text(self) -> bytes:
         """The sidecar with the edits applied; untouched lines copied as bytes."""
@@ -257,15 +278,20 @@ def _finish(
     """Patch the config and the sidecar (Note [Config patches]); the outcome without
     its counts."""
     text = _read(config)
+    side.trust_totals(text.split("test_suite_config:", 1)[0])
     decided = {vid: d for vid, (_, d, _, _) in changes.items()}
     files = {vid.partition("::")[0] for vid in [*changes, *removed]}
     old = side.old([*changes, *removed])
 
+    of_file: dict[str, list[str]] = defaultdict(list)
+    for vid in [*changes, *removed]:
+        of_file[vid.partition("::")[0]].append(vid)
+
     def modes(file: str, held: Collection[str]) -> Counter[str]:
         """The modes of a file's rows after the change (people's variants kept)."""
         count = side.rows_of(file)
-        for vid in [*changes, *removed]:
-            if vid.partition("::")[0] != file or vid in held:
+        for vid in of_file[file]:
+            if vid in held:
                 continue
             if vid in old:
                 count[old[vid][1]] -= 1
@@ -345,7 +371,7 @@ def upgrade(
         )
     side = _Sidecar(config)
     diff = diff_indexes(old_db, new_db)
-    dev = device_delta(old_db, new_db)
+    dev = device_delta(old_db, new_db, diff.added, diff.removed)
     entered, removed = set(dev.entered), set(dev.left)
     why: dict[str, tuple[str, ...]] = {v: ("added",) for v in diff.added if v in entered}
     why.update((v, ("now a device variant",)) for v in entered if v not in why)
@@ -358,7 +384,8 @@ def upgrade(
         ev.variant_id: (ev, decide(ev), fps[ev.variant_id], why[ev.variant_id]) for ev in evidence
     }
     universe = device_ids(new_db, {v.partition("::")[0] for v in [*why, *removed]})
-    rows_before = side.data.count(b"\n")
+    side.trust_totals(_read(config).split("test_suite_config:", 1)[0])
+    rows_before = sum(side.totals().values())
     known = len(side.old([*removed, *why]))  # rows of variants that left or changed
     o = _finish(config, out, side, changes, removed, universe, provenance)
     o.evaluated, o.total = len(changes), dev.total
