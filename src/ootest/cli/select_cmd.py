@@ -60,7 +60,8 @@ def add_parser(sub: Any) -> None:
         default="TORCH_ROOT",
         help="variable the path: of each file starts with (default TORCH_ROOT)",
     )
-    r.add_argument("--out", type=Path, required=True, metavar="SUITE.yaml")
+    r.add_argument("--out", type=Path, metavar="SUITE.yaml", help="the config to write")
+    _add_since(r)
     r.set_defaults(func=run)
 
     f = ssub.add_parser("refine", help="re-decide a selected config from real runs")
@@ -74,6 +75,7 @@ def add_parser(sub: Any) -> None:
         help="largest relative mismatch a precision edit absorbs (default 0.05)",
     )
     f.set_defaults(func=refine)
+    _add_enable_and_scope(ssub)
 
     _add_audit(ssub)
 
@@ -165,14 +167,19 @@ def run(args: argparse.Namespace) -> int:
     from ootest.select.gather import Sources, gather
     from ootest.select.rules import decide
 
+    if args.since is not None:
+        return run_since(args)
+    if args.out is None:
+        raise UserError(
+            "select run: expected --out SUITE.yaml (or --since OLD.db --config SUITE.yaml)"
+        )
     support = _support(args)
-    scope = None
-    if args.scope:
-        scope = {x.strip() for x in args.scope.read_text().splitlines() if x.strip()}
+    scope, areas = _scope(args.scope)
     cands = _candidates(args)
     fps = {c.variant_id: c.fingerprint for c in cands}
     sources = Sources(args.memory, args.ops, args.reference, args.results)
     evidence = gather(cands, sources, support, scope)
+    _scope_areas(evidence, areas)
     rows = [(ev, decide(ev)) for ev in evidence]
     return _emit(args.out, rows, fps, args.root_var, lambda c: _header(args, support, c), {}, {})
 
@@ -340,3 +347,124 @@ def audit(args: argparse.Namespace) -> int:
     else:
         au.print_report(rep)
     return 0
+
+
+# ------------------------------------------------- incremental: --since, enable, scope
+# (select/since.py, select/patch.py, select/scope.py; docs/select.md "Upgrades",
+# "Enabling an op", "Scope")
+
+
+def _add_since(r: Any) -> None:
+    r.add_argument(
+        "--since",
+        type=Path,
+        metavar="OLD.db",
+        help="re-decide only what changed since this memory (with --memory NEW.db --config)",
+    )
+    r.add_argument(
+        "--config",
+        type=Path,
+        metavar="SUITE.yaml",
+        help="with --since: the selected config to update (written back unless --out)",
+    )
+
+
+def _add_enable_and_scope(ssub: Any) -> None:
+    e = ssub.add_parser("enable", help="re-decide the variants that waited on an op")
+    e.add_argument("op", metavar="OP", help="the op the backend now supports (cumsum, aten::mm)")
+    e.add_argument("--ops", type=Path, required=True, metavar="DB", help="op map (ops capture)")
+    e.add_argument("--config", type=Path, required=True, metavar="SUITE.yaml")
+    e.add_argument("--out", type=Path, metavar="SUITE.yaml", help="write here (default: --config)")
+    e.set_defaults(func=enable)
+
+    s = ssub.add_parser("scope", help="which test files are worth analysing, and why")
+    s.add_argument("--device", metavar="DEVICE", help="emu[:PROFILE] or MODULE:NAME")
+    s.add_argument("--prefs", type=Path, metavar="SCOPE.yaml", help="the team's preferences")
+    s.add_argument(
+        "--root",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="folder of test files (default: $TORCH_ROOT/test)",
+    )
+    s.add_argument("--out", type=Path, metavar="SCOPE.yaml", help="write here (default: stdout)")
+    s.add_argument(
+        "--detected",
+        type=Path,
+        metavar="JSON",
+        help="use this detection result instead of probing the device (from --save-detected)",
+    )
+    s.add_argument(
+        "--save-detected", type=Path, metavar="JSON", help="also write the detection result"
+    )
+    s.set_defaults(func=scope)
+
+
+def _scope(path: Path | None) -> tuple[set[str] | None, dict[str, str]]:
+    """The file keys in scope and, per excluded file, its area: from the YAML
+    'select scope' writes, or a list of file keys (one a line)."""
+    if path is None:
+        return None, {}
+    from ootest.select.scope import read_scope
+
+    return read_scope(path)
+
+
+def _scope_areas(evidence: list[Any], areas: dict[str, str]) -> None:
+    """Out-of-scope evidence names the area the scope left out (out_of_scope:<area>)."""
+    for ev in evidence:
+        if ev.out_of_scope:
+            area = areas.get(ev.variant_id.partition("::")[0])
+            if area:
+                ev.out_of_scope = area
+
+
+def run_since(args: argparse.Namespace) -> int:
+    from ootest.select.gather import Sources
+    from ootest.select.since import upgrade
+
+    if args.memory is None or args.config is None:
+        raise UserError(
+            "select run --since: expected --memory NEW.db and --config SUITE.yaml "
+            "(the memory to compare with, and the config to update)"
+        )
+    support = _support(args)
+    scope, _areas = _scope(args.scope)
+    sources = Sources(args.memory, args.ops, args.reference, args.results)
+    mem, ops = _digest(args.memory), _digest(args.ops)
+
+    def provenance(line: str) -> str:
+        import re
+
+        if line.startswith("# memory "):
+            line = re.sub(r"^# memory \S+;", f"# memory {mem};", line)
+            if args.ops is not None:
+                line = re.sub(r"; op map \S+;", f"; op map {ops};", line)
+        return line
+
+    out = args.out or args.config
+    o = upgrade(args.since, args.config, out, sources, support, scope, provenance)
+    return _report(o)
+
+
+def _report(o: Any) -> int:
+    o.write()
+    sys.stdout.write(o.diff)
+    print(f"ootest: {o.summary()} -> {o.out}", file=sys.stderr)
+    for note in o.notes:
+        print(f"  {note}", file=sys.stderr)
+    return 0
+
+
+def enable(args: argparse.Namespace) -> int:
+    from ootest.select.since import enable_op
+
+    o, _name = enable_op(args.op, args.ops, args.config, args.out or args.config)
+    return _report(o)
+
+
+def scope(args: argparse.Namespace) -> int:
+    from ootest.select.scope import run_scope
+
+    return run_scope(args)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import urllib.parse
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,27 +94,42 @@ def diff_indexes(old: Path, new: Path) -> IndexDiff:
                 f"{old} uses fingerprint scheme {so}, {new} scheme {sn}: they cannot be "
                 "compared; rebuild the older index with this ootest"
             )
-        return _diff(o, n)
+        # the old index joins the new one's connection: SQLite compares the variant
+        # tables by key, and only the rows that differ reach Python (an upgrade of
+        # 250,000 variants changing 12,500 reads 12,500 rows, not 500,000)
+        n.execute("ATTACH DATABASE ? AS old", (_ro_uri(old),))
+        try:
+            return _diff(o, n)
+        finally:
+            n.execute("DETACH DATABASE old")
     finally:
         o.close()
         n.close()
 
 
-_COLS = "id, op, module, entry_fp, fingerprint"
+def _ro_uri(path: Path) -> str:
+    return f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
 
 
 def _diff(o: sqlite3.Connection, n: sqlite3.Connection) -> IndexDiff:
-    old = {r[0]: r for r in o.execute(f"SELECT {_COLS} FROM variants")}
-    new = {r[0]: r for r in n.execute(f"SELECT {_COLS} FROM variants")}
-    d = IndexDiff(old_total=len(old), new_total=len(new))
-    d.added = sorted(new.keys() - old.keys())
-    d.removed = sorted(old.keys() - new.keys())
-    changed = sorted(k for k in new.keys() & old.keys() if new[k][4] != old[k][4])
-    keys = {template_of(k) for k in changed}
+    """``n`` has the old index attached as ``old``; ``o`` is the old index itself."""
+    count = "SELECT count(*) FROM {}.variants"
+    d = IndexDiff(
+        old_total=int(n.execute(count.format("old")).fetchone()[0]),
+        new_total=int(n.execute(count.format("main")).fetchone()[0]),
+    )
+    only = "SELECT id FROM {a}.variants WHERE id NOT IN (SELECT id FROM {b}.variants) ORDER BY id"
+    d.added = [str(r[0]) for r in n.execute(only.format(a="main", b="old"))]
+    d.removed = [str(r[0]) for r in n.execute(only.format(a="old", b="main"))]
+    rows = n.execute(
+        "SELECT m.id, v.op, v.module, v.entry_fp, m.op, m.module, m.entry_fp "
+        "FROM main.variants m JOIN old.variants v ON v.id = m.id "
+        "WHERE v.fingerprint != m.fingerprint ORDER BY m.id"
+    ).fetchall()
+    keys = {template_of(str(r[0])) for r in rows}
     t_old, t_new = _templates(o, keys), _templates(n, keys)
-    for k in changed:
-        _, oop, omod, ofp, _ = old[k]
-        _, nop, nmod, nfp, _ = new[k]
+    for k, oop, omod, ofp, nop, nmod, nfp in rows:
+        k = str(k)
         before = variant_components(t_old.get(template_of(k), {}), oop, omod, ofp)
         after = variant_components(t_new.get(template_of(k), {}), nop, nmod, nfp)
         d.modified.append(Modified(k, tuple(reasons(before, after)) or ("fingerprint",)))
@@ -125,7 +141,7 @@ def _templates(con: sqlite3.Connection, keys: set[str]) -> dict[str, dict[str, s
     for part in chunks(sorted(keys)):
         marks = ",".join("?" * len(part))
         for key, comps in con.execute(
-            f"SELECT key, components FROM templates WHERE key IN ({marks})", part
+            f"SELECT key, components FROM main.templates WHERE key IN ({marks})", part
         ):
             out[key] = json.loads(comps)
     return out

@@ -34,7 +34,7 @@ import sys
 import time
 from array import array
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
@@ -649,27 +649,55 @@ class OpStore:
         return out
 
     def evidence(
-        self,
+        self, only: Collection[str] | None = None
     ) -> Iterator[tuple[str, frozenset[str], str | None, str | None, str | None, str | None]]:
         """Per variant, for the selection pipeline: (variant ID, every op it calls in any
         mode, why its op set is uncertain or None, and how it ended in the latest capture:
-        outcome, exception type, the op it stopped on)."""
+        outcome, exception type, the op it stopped on). ``only``: just these variant
+        IDs (looked up one by one when they are a small part of the index, as an
+        incremental selection asks)."""
         names = dict(self.all_ops())
+        rows = "SELECT id, variant_id, device_branch, varies, partial, why FROM variant"
+        if only is not None and len(only) * 4 < self.variant_count():
+            variants = []
+            for part in _chunks(sorted(only)):
+                marks = ",".join("?" * len(part))
+                variants += self._conn.execute(
+                    f"{rows} WHERE variant_id IN ({marks})", part
+                ).fetchall()
+            variants.sort()
+            ids = [int(r[0]) for r in variants]
+            edges: list[tuple[int, int]] = []
+            ends: list[tuple[int, Any, Any, Any]] = []
+            for part in _chunks(ids):
+                marks = ",".join("?" * len(part))
+                edges += self._conn.execute(
+                    f"SELECT variant, op FROM edge WHERE variant IN ({marks})", part
+                ).fetchall()
+                ends += self._conn.execute(
+                    "SELECT variant, outcome, error, stopped_on FROM variant_capture "
+                    f"WHERE variant IN ({marks}) ORDER BY capture",
+                    part,
+                ).fetchall()
+        else:
+            variants = self._conn.execute(f"{rows} ORDER BY id").fetchall()
+            edges = self._conn.execute("SELECT variant, op FROM edge").fetchall()
+            ends = self._conn.execute(
+                "SELECT variant, outcome, error, stopped_on FROM variant_capture ORDER BY capture"
+            ).fetchall()
         ops: dict[int, set[str]] = {}
-        for v, o in self._conn.execute("SELECT variant, op FROM edge"):
+        for v, o in edges:
             ops.setdefault(int(v), set()).add(names[int(o)])
         last: dict[int, tuple[str | None, str | None, str | None]] = {}
-        for v, outcome, error, stopped in self._conn.execute(
-            "SELECT variant, outcome, error, stopped_on FROM variant_capture ORDER BY capture"
-        ):
+        for v, outcome, error, stopped in ends:
             last[int(v)] = (
                 None if outcome is None else str(outcome),
                 None if error is None else str(error),
                 None if stopped is None else str(stopped),
             )
-        for i, vid, db, va, pa, why in self._conn.execute(
-            "SELECT id, variant_id, device_branch, varies, partial, why FROM variant ORDER BY id"
-        ):
+        for i, vid, db, va, pa, why in variants:
+            if only is not None and vid not in only:
+                continue
             uncertain = None
             if db or va or pa:
                 uncertain = str(why or ("device branch" if db else "varies" if va else "partial"))
@@ -678,3 +706,9 @@ class OpStore:
 
     def variant_count(self) -> int:
         return int(self._conn.execute("SELECT count(*) FROM variant").fetchone()[0])
+
+
+def _chunks(items: Sequence[Any], size: int = 900) -> Iterator[Sequence[Any]]:
+    """``items`` in parts small enough for one SQL ``IN (...)`` list."""
+    for k in range(0, len(items), size):
+        yield items[k : k + size]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,19 +65,120 @@ def reference_id(variant_id: str) -> str:
     return f"{head}[{body}]" if body else head
 
 
-def from_memory(path: Path) -> list[Candidate]:
-    """The device variants the memory knows, with their tests' decorators."""
+def _memory(path: Path) -> sqlite3.Connection:
+    if not path.is_file():
+        raise UserError(f"--memory {path}: no such index; build it with 'ootest index build'")
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+@dataclass(frozen=True)
+class DeviceDelta:
+    """How the device variants of two memories differ (by ID, not by content)."""
+
+    total: int  # device variants in the new memory
+    entered: list[str]  # device variants now that were not before (added, or newly for it)
+    left: list[str]  # device variants before that are not now (removed, or no longer for it)
+
+
+def device_delta(
+    old: Path, new: Path, added: Collection[str], removed: Collection[str]
+) -> DeviceDelta:
+    """Which device variants entered and left between two memories, given the IDs
+    the memory diff found added and removed: those are looked up one by one, and
+    variants present in both whose device flag flipped are found by one join in
+    SQLite (the old memory attached to the new one)."""
+    con = _memory(new)
+    try:
+        con.execute("ATTACH DATABASE ? AS old", (f"file:{old}?mode=ro",))
+
+        def device(db: str, ids: Collection[str]) -> list[str]:
+            out: list[str] = []
+            keys = sorted(ids)
+            for k in range(0, len(keys), 900):
+                part = keys[k : k + 900]
+                marks = ",".join("?" * len(part))
+                out += [
+                    r[0]
+                    for r in con.execute(
+                        f"SELECT id FROM {db}.variants WHERE device_variant AND id IN ({marks})",
+                        part,
+                    )
+                ]
+            return out
+
+        flips = con.execute(
+            "SELECT m.id, m.device_variant FROM main.variants m JOIN old.variants o "
+            "ON o.id = m.id WHERE m.device_variant != o.device_variant"
+        ).fetchall()
+        return DeviceDelta(
+            int(con.execute("SELECT count(*) FROM variants WHERE device_variant").fetchone()[0]),
+            sorted([*device("main", added), *(i for i, d in flips if d)]),
+            sorted([*device("old", removed), *(i for i, d in flips if not d)]),
+        )
+    except sqlite3.Error as e:
+        raise UserError(
+            f"--since {old}, --memory {new}: expected two ootest memory indexes; "
+            f"reading them failed: {e}"
+        ) from None
+    finally:
+        con.close()
+
+
+def device_ids(path: Path, files: Collection[str]) -> dict[str, list[str]]:
+    """The IDs of the device variants of each file key in ``files``."""
+    con = _memory(path)
+    out: dict[str, list[str]] = {}
+    try:
+        for f in sorted(files):
+            # IDs start with the file key and '::'; ':' + 1 is ';'
+            out[f] = [
+                r[0]
+                for r in con.execute(
+                    "SELECT id FROM variants WHERE device_variant AND id >= ? AND id < ? "
+                    "ORDER BY id",
+                    (f + "::", f + ":;"),
+                )
+            ]
+        return out
+    except sqlite3.Error as e:
+        raise UserError(
+            f"--memory {path}: expected an ootest memory index; reading it failed: {e}"
+        ) from None
+    finally:
+        con.close()
+
+
+def from_memory(path: Path, only: Collection[str] | None = None) -> list[Candidate]:
+    """The device variants the memory knows, with their tests' decorators (``only``:
+    just these variant IDs, as an incremental selection asks)."""
     if not path.is_file():
         raise UserError(f"--memory {path}: no such index; build it with 'ootest index build'")
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    rows = "SELECT id, dtypes, device_variant, fingerprint FROM variants"
     try:
+        if only is None:
+            found = con.execute(f"{rows} ORDER BY id").fetchall()
+            tests = con.execute("SELECT key, decorators FROM tests").fetchall()
+        else:
+            found, tests = [], []
+            ids = sorted(only)
+            for k in range(0, len(ids), 900):
+                part = ids[k : k + 900]
+                marks = ",".join("?" * len(part))
+                found += con.execute(f"{rows} WHERE id IN ({marks})", part).fetchall()
+            keys = sorted({str(r[0]).partition("[")[0] for r in found})
+            for k in range(0, len(keys), 900):
+                part = keys[k : k + 900]
+                marks = ",".join("?" * len(part))
+                tests += con.execute(
+                    f"SELECT key, decorators FROM tests WHERE key IN ({marks})", part
+                ).fetchall()
+            found.sort()
         decos: dict[str, tuple[str, ...]] = {}
-        for key, text in con.execute("SELECT key, decorators FROM tests"):
+        for key, text in tests:
             decos[str(key)] = tuple(d for d in str(text).splitlines() if d)
         out = []
-        for vid, dtypes, device_variant, fp in con.execute(
-            "SELECT id, dtypes, device_variant, fingerprint FROM variants ORDER BY id"
-        ):
+        for vid, dtypes, device_variant, fp in found:
             if not device_variant:
                 continue
             vid = str(vid)
@@ -130,7 +231,7 @@ def gather(
     seen = _results(sources.results)
     ops_of: dict[str, tuple[tuple[str, ...], str | None, Result | None]] = {}
     if sources.ops is not None:
-        ops_of = _op_map(sources.ops)
+        ops_of = _op_map(sources.ops, {c.variant_id for c in candidates})
     out: list[Evidence] = []
     covers = support.covers
     for c in candidates:
@@ -154,13 +255,15 @@ def gather(
     return out
 
 
-def _op_map(path: Path) -> dict[str, tuple[tuple[str, ...], str | None, Result | None]]:
+def _op_map(
+    path: Path, only: Collection[str] | None = None
+) -> dict[str, tuple[tuple[str, ...], str | None, Result | None]]:
     """variant -> (eager ops, why uncertain, how it ended) from an op map index."""
     from ootest.opmap.store import OpStore
 
     out: dict[str, tuple[tuple[str, ...], str | None, Result | None]] = {}
     with OpStore.open(path) as store:
-        for vid, ops, uncertain, outcome, error, stopped in store.evidence():
+        for vid, ops, uncertain, outcome, error, stopped in store.evidence(only):
             ref = None
             if outcome:
                 kind = error or outcome

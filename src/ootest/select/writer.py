@@ -132,14 +132,7 @@ def _file(path: str, placed: list[Placed], precision: Mapping[str, Precision]) -
     for (mode, reason), members in sorted(
         groups.items(), key=lambda kv: (MODES.index(kv[0][0]), kv[0][1])
     ):
-        evid = Counter(e for _, ev in members for e in ev)
-        lines.append(f"        {MARK} {reason} ({len(members)} names)")
-        for e, n in evid.most_common(3):
-            lines.append(f"        #   {_comment(e)}" + (f" (x{n})" if n > 1 else ""))
-        lines.append("        - names:")
-        lines += [f"            - {_q(n)}" for n, _ in sorted(members)]
-        lines.append(f"          mode: {mode}")
-        lines.append(f"          tags: [{TAG}]")
+        lines += entry_lines(mode, reason, members)
     for name in sorted(precision):
         pr = precision[name]
         lines.append(f"        {MARK} precision_edit:{pr.dtype} (1 name)")
@@ -153,6 +146,24 @@ def _file(path: str, placed: list[Placed], precision: Mapping[str, Precision]) -
         lines.append("              include:")
         lines.append(f"                - name: {pr.dtype}")
         lines.append(f"                  precision: {{atol: {pr.atol:.3g}, rtol: {pr.rtol:.3g}}}")
+    return lines
+
+
+def entry_lines(
+    mode: str, reason: str, members: Iterable[tuple[str, tuple[str, ...]]]
+) -> list[str]:
+    """One generated entry (its comment, names, mode and tag), indented as
+    :func:`render` places it under a file's ``tests:``; ``members`` are
+    (name, evidence) pairs. ``select run --since`` adds entries with it too."""
+    members = list(members)
+    evid = Counter(e for _, ev in members for e in ev)
+    lines = [f"        {MARK} {reason} ({len(members)} names)"]
+    for e, n in evid.most_common(3):
+        lines.append(f"        #   {_comment(e)}" + (f" (x{n})" if n > 1 else ""))
+    lines.append("        - names:")
+    lines += [f"            - {_q(n)}" for n, _ in sorted(members)]
+    lines.append(f"          mode: {mode}")
+    lines.append(f"          tags: [{TAG}]")
     return lines
 
 

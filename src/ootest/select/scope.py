@@ -1,0 +1,553 @@
+"""Stage 1, scope: which test files are worth analysing for a backend, and why.
+
+Note [Selection scope]
+``ootest select scope --device D`` asks the backend (in a child process: only
+it imports torch, see ``_probe``) which extension points it hooks:
+
+==============  ===================================================================
+area            hooked when
+==============  ===================================================================
+ops             it registers PrivateUse1 kernels (or a PrivateUse1 fallback)
+autograd        the same (PyTorch's generic autograd kernels run on its ops; own
+                AutogradPrivateUse1 kernels are reported)
+compile         an Inductor codegen for the device, a dynamo backend registered
+                from outside torch, or a ``torch_dynamo_backends`` entry point
+distributed     a ProcessGroup backend for the device
+                (``torch.distributed.Backend.default_device_backend_map``)
+sparse          SparsePrivateUse1 / SparseCsrPrivateUse1 kernels
+quantized       QuantizedPrivateUse1 kernels
+nested          NestedTensorPrivateUse1 kernels
+==============  ===================================================================
+
+Every test file under the roots (read with ``ast``, never imported) gets an
+area from its folder, name and imports (``AREA_RULES``), and is in scope when
+its area is hooked and, for the device-generic areas (ops, autograd, sparse,
+quantized, nested), it has tests PyTorch instantiates for the device
+(``instantiate_device_type_tests`` not limited away by ``only_for``/
+``except_for`` or a class decorator such as ``@onlyCUDA``) or names the
+privateuse1 device itself. The team's preferences then win, the most specific
+first: ``files``, then ``folders`` (the longest prefix), then ``areas``; an
+exclusion wins a tie. ``notes`` (free text) is kept for a model judge and is
+unused without one. The output YAML lists each file with its area and reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ootest.errors import UserError
+from ootest.select.gather import DEVICE_GATES
+
+AREAS = ("ops", "autograd", "compile", "distributed", "sparse", "quantized", "nested")
+#: Areas whose tests are device-generic: a file counts only with tests for the device.
+DEVICE_GENERIC = ("ops", "autograd", "sparse", "quantized", "nested")
+
+
+@dataclass(frozen=True)
+class AreaRule:
+    area: str
+    folders: tuple[str, ...] = ()  # a folder of the file key with this name
+    name: str = ""  # a regular expression searched in the file name
+    imports: tuple[str, ...] = ()  # modules (prefixes) it imports
+
+
+#: How a file gets its area: the first rule that matches; none matches: ``ops``.
+AREA_RULES = (
+    AreaRule(
+        "distributed",
+        ("distributed",),
+        r"^test_c10d|distributed",
+        ("torch.distributed", "torch.testing._internal.common_distributed"),
+    ),
+    AreaRule(
+        "compile",
+        ("inductor", "dynamo", "export", "compiled_autograd"),
+        r"^test_(compile|inductor|dynamo)",
+        ("torch._inductor", "torch.testing._internal.inductor_utils"),
+    ),
+    AreaRule(
+        "quantized",
+        ("quantization",),
+        r"quantiz",
+        ("torch.ao.quantization", "torch.testing._internal.common_quantization"),
+    ),
+    AreaRule("sparse", ("sparse",), r"^test_sparse"),
+    AreaRule("nested", (), r"^test_nested"),
+    AreaRule("autograd", ("autograd",), r"^test_autograd"),
+)
+
+
+# ------------------------------------------------------------------ detection
+@dataclass(frozen=True)
+class Detection:
+    """What the backend registered (from the probe, or a saved JSON)."""
+
+    device: str
+    name: str
+    torch: str = ""
+    torch_git: str = ""
+    keys: dict[str, list[str] | None] = field(default_factory=dict)
+    fallback: bool = False
+    compile: list[str] = field(default_factory=list)
+    distributed: str | None = None
+
+    def kernels(self, *keys: str) -> int:
+        return sum(len(self.keys.get(k) or ()) for k in keys)
+
+    def hook(self, area: str) -> str | None:
+        """Why ``area`` is hooked, or None."""
+        n = self.kernels("PrivateUse1")
+        ops = f"{n} PrivateUse1 kernels" + (" and a PrivateUse1 fallback" if self.fallback else "")
+        if area == "ops":
+            return f"the backend registers {ops}" if n or self.fallback else None
+        if area == "autograd":
+            if not (n or self.fallback):
+                return None
+            own = self.kernels("AutogradPrivateUse1")
+            if own:
+                return f"the backend registers {own} AutogradPrivateUse1 kernels and {ops}"
+            return f"PyTorch's generic autograd kernels run on its {ops}"
+        if area == "compile":
+            return "torch.compile: " + "; ".join(self.compile) if self.compile else None
+        if area == "distributed":
+            if self.distributed is None:
+                return None
+            return f"ProcessGroup backend {self.distributed!r} for {self.name!r}"
+        key = {
+            "sparse": ("SparsePrivateUse1", "SparseCsrPrivateUse1"),
+            "quantized": ("QuantizedPrivateUse1",),
+            "nested": ("NestedTensorPrivateUse1",),
+        }[area]
+        k = self.kernels(*key)
+        return f"the backend registers {k} {'/'.join(key)} kernels" if k else None
+
+    def missing(self, area: str) -> str:
+        """Why ``area`` is not hooked (for the reason of an excluded file)."""
+        return {
+            "ops": "the backend registers no PrivateUse1 kernel",
+            "autograd": "the backend registers no PrivateUse1 kernel",
+            "compile": f"no torch.compile backend is registered for {self.name!r} "
+            "(no Inductor codegen, dynamo backend or entry point)",
+            "distributed": f"no ProcessGroup backend is registered for {self.name!r}",
+            "sparse": "no SparsePrivateUse1 or SparseCsrPrivateUse1 kernel",
+            "quantized": "no QuantizedPrivateUse1 kernel",
+            "nested": "no NestedTensorPrivateUse1 kernel",
+        }[area]
+
+
+def detection_from(data: dict[str, Any], where: str) -> Detection:
+    try:
+        return Detection(
+            device=str(data["device"]),
+            name=str(data["name"]),
+            torch=str(data.get("torch", "")),
+            torch_git=str(data.get("torch_git", "")),
+            keys={str(k): (list(v) if v is not None else None) for k, v in data["keys"].items()},
+            fallback=bool(data.get("fallback", False)),
+            compile=[str(c) for c in data.get("compile", [])],
+            distributed=data.get("distributed"),
+        )
+    except (KeyError, TypeError, AttributeError) as e:
+        raise UserError(
+            f"{where}: expected a detection result written by 'ootest select scope "
+            f"--save-detected' (device, name, keys, ...); found none of {e}"
+        ) from None
+
+
+def detect(device: str, timeout: float = 900.0) -> Detection:
+    """Probe ``device`` in a child process (the only one that imports torch)."""
+    cmd = [sys.executable, "-m", "ootest.select._probe", device]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise UserError(
+            f"--device {device}: probing the backend took over {timeout:.0f} s; "
+            "check that it loads ('python -c \"import torch\"' with it installed)"
+        ) from None
+    if r.returncode != 0:
+        tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UserError(f"--device {device}: cannot load the backend to probe it: {tail}")
+    try:
+        data = json.loads(r.stdout)
+    except ValueError:
+        raise UserError(
+            f"--device {device}: the probe printed no result (its output: {r.stdout[-200:]!r})"
+        ) from None
+    return detection_from(data, "probe")
+
+
+# ------------------------------------------------------------------ preferences
+@dataclass(frozen=True)
+class Selection:
+    areas: tuple[str, ...] = ()
+    folders: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Prefs:
+    include: Selection = Selection()
+    exclude: Selection = Selection()
+    notes: str = ""
+    source: str = ""
+
+
+def read_prefs(path: Path) -> Prefs:
+    """The preferences file; one ``file:line: key: message`` error for anything off."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"--prefs {path}: cannot read it: {e.strerror or e}") from None
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise UserError(f"{where}: expected YAML; found a syntax error; fix the syntax") from None
+    if data is None:
+        return Prefs(source=str(path))
+
+    def fail(keys: tuple[str | int, ...], msg: str) -> UserError:
+        line = _line_of(node, keys)
+        dotted = ".".join(str(k) for k in keys)
+        return UserError(f"{path}:{line}: {dotted}: {msg}" if dotted else f"{path}:{line}: {msg}")
+
+    if not isinstance(data, dict):
+        raise fail((), "expected a mapping with include, exclude, notes")
+    for k in data:
+        if k not in ("include", "exclude", "notes"):
+            raise fail((str(k),), f"unknown key {k!r}; expected one of include, exclude, notes")
+    sels = {}
+    for part in ("include", "exclude"):
+        raw = data.get(part) or {}
+        if not isinstance(raw, dict):
+            raise fail((part,), "expected a mapping with areas, folders, files")
+        vals: dict[str, tuple[str, ...]] = {}
+        for k, v in raw.items():
+            if k not in ("areas", "folders", "files"):
+                raise fail((part, str(k)), f"unknown key {k!r}; expected areas, folders, files")
+            items = [v] if isinstance(v, str) else v
+            if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+                raise fail((part, k), "expected a list of strings")
+            for i, x in enumerate(items):
+                if k == "areas" and x not in AREAS:
+                    raise fail(
+                        (part, k, i), f"unknown area {x!r}; expected one of {', '.join(AREAS)}"
+                    )
+            vals[k] = tuple(x.strip().strip("/") if k == "folders" else x.strip() for x in items)
+        sels[part] = Selection(**vals)
+    notes = data.get("notes") or ""
+    if not isinstance(notes, str):
+        raise fail(("notes",), "expected free text (a string) for a model judge")
+    return Prefs(sels["include"], sels["exclude"], notes.strip(), str(path))
+
+
+def _line_of(node: Any, keys: tuple[str | int, ...]) -> int:
+    import yaml
+
+    line = 1
+    for k in keys:
+        if isinstance(node, yaml.MappingNode):
+            pair = next((kv for kv in node.value if kv[0].value == k), None)
+            if pair is None:
+                break
+            node = pair[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(k, int) and k < len(node.value):
+            node = node.value[k]
+        else:
+            break
+        line = node.start_mark.line + 1
+    return line
+
+
+# ------------------------------------------------------------------ classifying
+@dataclass(frozen=True)
+class FileInfo:
+    """What scope needs of one test file (from its ``ast`` facts)."""
+
+    key: str
+    imports: tuple[str, ...] = ()
+    device_classes: tuple[str, ...] = ()  # instantiated for the device
+    limited: tuple[str, ...] = ()  # device-generic classes kept off it, with why
+    names_device: bool = False  # the text names privateuse1 itself
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Scoped:
+    key: str
+    area: str
+    in_scope: bool
+    why: str
+
+
+def file_info(key: str, data: bytes, device_name: str) -> FileInfo:
+    from ootest.memory._static import parse_file
+
+    facts = parse_file(key, data)
+    if facts.error:
+        return FileInfo(key, error=facts.error)
+    imports = []
+    for imp in facts.imports:
+        imports.append(imp.module)
+        imports += [f"{imp.module}.{n}" for n in imp.names if n != "*"]
+    ok: list[str] = []
+    limited: list[str] = []
+    for k in facts.classes:
+        if k.form != "device" or not k.tests:
+            continue
+        why = _limited(k, device_name)
+        if why:
+            limited.append(f"{k.name}: {why}")
+        else:
+            ok.append(k.name)
+    low = data.lower()
+    names = b"privateuse1" in low or b"private_use1" in low
+    return FileInfo(key, tuple(imports), tuple(ok), tuple(limited), names)
+
+
+def _limited(k: Any, device_name: str) -> str | None:
+    for d in k.decorators:
+        if DEVICE_GATES.match(d.name.rpartition(".")[2]):
+            return f"@{d.name} keeps it off the device"
+    mine = {"privateuse1", device_name.lower()}
+    for inst in k.instantiations:
+        if not inst.call.endswith("instantiate_device_type_tests"):
+            continue
+        try:  # the arguments' source, with or without their parentheses
+            call = ast.parse(f"f({inst.args})", mode="eval").body
+        except SyntaxError:
+            try:
+                call = ast.parse(f"f{inst.args}", mode="eval").body
+            except SyntaxError:
+                continue
+        if not isinstance(call, ast.Call):
+            continue
+        for kw in call.keywords:
+            devices = _strings(kw.value)
+            if devices is None:
+                continue
+            if kw.arg == "only_for" and not mine & devices:
+                return f"instantiated only for {', '.join(sorted(devices))}"
+            if kw.arg == "except_for" and mine & devices:
+                return "instantiated except for it"
+    return None
+
+
+def _strings(node: ast.expr) -> set[str] | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value.lower()}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        out = set()
+        for e in node.elts:
+            if not (isinstance(e, ast.Constant) and isinstance(e.value, str)):
+                return None
+            out.add(e.value.lower())
+        return out
+    return None
+
+
+def area_of(info: FileInfo) -> str:
+    parts = info.key.split("/")
+    folders, name = parts[:-1], parts[-1]
+    for rule in AREA_RULES:
+        if any(f in folders for f in rule.folders):
+            return rule.area
+        if rule.name and re.search(rule.name, name):
+            return rule.area
+        if any(i == m or i.startswith(m + ".") for i in info.imports for m in rule.imports):
+            return rule.area
+    return "ops"
+
+
+def classify(info: FileInfo, det: Detection, prefs: Prefs) -> Scoped:
+    """Whether one test file is in scope, and why (Note [Selection scope]); pure."""
+    area = area_of(info)
+    found = _detected(info, area, det)
+    pref = _preferred(info.key, area, prefs)
+    if pref is None:
+        return Scoped(info.key, area, found[0], found[1])
+    keep, why = pref
+    return Scoped(info.key, area, keep, f"{why}; detection: {found[1]}")
+
+
+def _detected(info: FileInfo, area: str, det: Detection) -> tuple[bool, str]:
+    if info.error:
+        return False, f"it does not parse ({info.error})"
+    hook = det.hook(area)
+    if hook is None:
+        return False, det.missing(area)
+    if area not in DEVICE_GENERIC:
+        return True, hook
+    if info.device_classes:
+        return True, f"tests instantiated for the device ({', '.join(info.device_classes)}); {hook}"
+    if info.limited:
+        return False, "its device-generic tests are kept off the device (" + "; ".join(
+            info.limited
+        ) + ")"
+    if info.names_device:
+        return True, f"it names the privateuse1 device itself; {hook}"
+    return False, "no tests instantiated for devices: they run on the CPU only"
+
+
+def _preferred(key: str, area: str, prefs: Prefs) -> tuple[bool, str] | None:
+    src = prefs.source or "preferences"
+    if key in prefs.exclude.files:
+        return False, f"excluded by {src} (exclude.files)"
+    if key in prefs.include.files:
+        return True, f"included by {src} (include.files)"
+    best: tuple[int, int, str] | None = None  # (prefix length, exclude first, folder)
+    for keep, folders in ((0, prefs.exclude.folders), (1, prefs.include.folders)):
+        for f in folders:
+            if key == f or key.startswith(f + "/"):
+                cand = (len(f), -keep, f)
+                if best is None or cand > best:
+                    best = cand
+    if best is not None:
+        keep = best[1] == -1
+        what = "include" if keep else "exclude"
+        verb = "included" if keep else "excluded"
+        return keep, f"{verb} by {src} ({what}.folders: {best[2]})"
+    if area in prefs.exclude.areas:
+        return False, f"excluded by {src} (exclude.areas: {area})"
+    if area in prefs.include.areas:
+        return True, f"included by {src} (include.areas: {area})"
+    return None
+
+
+# ------------------------------------------------------------------ output
+def render_scope(det: Detection, prefs: Prefs, roots: list[str], scoped: list[Scoped]) -> str:
+    import yaml
+
+    inside = [s for s in scoped if s.in_scope]
+    outside = [s for s in scoped if not s.in_scope]
+    detected = {
+        "name": det.name,
+        "torch": det.torch + (f" ({det.torch_git[:12]})" if det.torch_git else ""),
+        "kernels": {k: len(v) if v is not None else None for k, v in sorted(det.keys.items())},
+        "fallback": det.fallback,
+        "compile": list(det.compile),
+        "distributed": det.distributed,
+    }
+    areas = {}
+    for a in AREAS:
+        hook = det.hook(a)
+        areas[a] = {"hooked": hook is not None, "why": hook or det.missing(a)}
+    doc: dict[str, Any] = {
+        "device": det.device,
+        "roots": roots,
+        "detected": detected,
+        "areas": areas,
+        "preferences": {
+            "file": prefs.source or None,
+            "include": {k: list(v) for k, v in asdict(prefs.include).items() if v},
+            "exclude": {k: list(v) for k, v in asdict(prefs.exclude).items() if v},
+            "notes": prefs.notes or None,
+        },
+        "files": [{"path": s.key, "area": s.area, "why": s.why} for s in inside],
+        "excluded": [{"path": s.key, "area": s.area, "why": s.why} for s in outside],
+    }
+    per = Counter(s.area for s in inside)
+    head = [
+        f"# ootest select scope: the test files worth analysing for {det.device}, and why.",
+        f"# {len(inside)} of {len(scoped)} test files in scope"
+        + (": " + ", ".join(f"{n} {a}" for a, n in sorted(per.items())) if per else ""),
+        "# Review it, then: ootest select run --scope THIS_FILE ...",
+        "# preferences.notes is kept for a model judge; without one it is unused.",
+    ]
+    body = yaml.safe_dump(doc, sort_keys=False, width=4096, allow_unicode=True)
+    return "\n".join(head) + "\n" + body
+
+
+def read_scope(path: Path) -> tuple[set[str], dict[str, str]]:
+    """(file keys in scope, area per excluded file) from the YAML ``select scope``
+    writes, or from a list of file keys (one a line, as before)."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"--scope {path}: cannot read it: {e.strerror or e}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        data = None
+    if isinstance(data, dict) and "files" in data:
+        try:
+            keys = {str(f["path"]) for f in data.get("files") or []}
+            areas = {str(f["path"]): str(f.get("area") or "") for f in data.get("excluded") or []}
+        except (TypeError, KeyError):
+            raise UserError(
+                f"--scope {path}: expected files: and excluded: lists of {{path, area, why}} "
+                "as 'ootest select scope' writes them"
+            ) from None
+        return keys, areas
+    return {x.strip() for x in text.splitlines() if x.strip() and not x.startswith("#")}, {}
+
+
+def _is_test_file(key: str) -> bool:
+    name = key.rpartition("/")[2]
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def run_scope(args: argparse.Namespace) -> int:
+    from ootest.memory._files import discover
+
+    roots: list[Path] = list(args.root)
+    if not roots:
+        torch_root = os.environ.get("TORCH_ROOT")
+        if not torch_root:
+            raise UserError(
+                "select scope: expected --root PATH (a folder of test files) or TORCH_ROOT "
+                "set to a PyTorch checkout (then $TORCH_ROOT/test is read)"
+            )
+        roots = [Path(torch_root) / "test"]
+    prefs = read_prefs(args.prefs) if args.prefs else Prefs()
+    files = [f for f in discover(roots) if _is_test_file(f.key)]  # before the slow probe
+    if args.detected is not None:
+        try:
+            data = json.loads(args.detected.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise UserError(f"--detected {args.detected}: expected a JSON detection; {e}") from None
+        det = detection_from(data, str(args.detected))
+        if args.device and args.device != det.device:
+            raise UserError(
+                f"--detected {args.detected}: it was probed for {det.device}, not {args.device}; "
+                "drop --device or probe again"
+            )
+    elif args.device:
+        from ootest.cli.index_cmd import check_device
+
+        check_device(args.device)
+        det = detect(args.device)
+    else:
+        raise UserError("select scope: expected --device emu[:PROFILE] or MODULE:NAME")
+    if args.save_detected is not None:
+        args.save_detected.write_text(json.dumps(asdict(det), sort_keys=True, indent=1) + "\n")
+    scoped = [classify(file_info(f.key, f.path.read_bytes(), det.name), det, prefs) for f in files]
+    text = render_scope(det, prefs, [str(r) for r in roots], scoped)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    inside = sum(s.in_scope for s in scoped)
+    print(
+        f"ootest: scope: {inside} of {len(scoped)} test files in scope for {det.device}"
+        + (f" -> {args.out}" if args.out else ""),
+        file=sys.stderr,
+    )
+    return 0

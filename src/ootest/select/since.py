@@ -1,0 +1,450 @@
+"""Re-deciding part of a selected config: an upgrade, an enabled op.
+
+Note [Incremental selection]
+Two changes re-decide only the variants they can affect, and land as a diff of
+the config (Note [Config patches] says how it is edited):
+
+- **an upgrade** (``select run --since OLD.db --memory NEW.db --config S``):
+  the repository memory diff (``ootest index diff``) names the device variants
+  added or modified (their fingerprint changed: body, decorator, helper,
+  import, OpInfo/ModuleInfo entry) and removed. Only the added and modified are
+  decided again, with the same evidence and rules as a full run; a removed one
+  leaves the sidecar and the names that named exactly it. Everything else is
+  kept as it was, byte for byte, sidecar lines included.
+- **an enabled op** (``select enable OP --ops DB --config S``): the variants
+  whose evidence lists an op the new rule covers among their missing ops are
+  the ones that waited on it; only they are decided again, with those ops
+  removed from their missing ops (the rule is the op map's own, as ``ootest
+  ops enable`` applies it).
+
+Both keep what people decided (entries without the ``ootest-select`` tag), update
+the header's provenance and decision counts, and write each re-decided variant's
+new evidence line with ``changed`` saying why it was decided again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ootest.errors import UserError
+from ootest.select.gather import (
+    Sources,
+    Support,
+    device_delta,
+    device_ids,
+    from_memory,
+    gather,
+)
+from ootest.select.patch import patch
+from ootest.select.refine import read_sidecar, sidecar_path
+from ootest.select.rules import Decision, Evidence, decide
+
+_VID = re.compile(r'"variant_id": ("(?:[^"\\]|\\.)*")')
+
+
+@dataclass
+class Outcome:
+    """What an incremental change did; nothing is written until :meth:`write`."""
+
+    config: Path
+    out: Path
+    new_text: str
+    diff: str
+    sidecar: bytes
+    evaluated: int
+    total: int
+    decisions: Counter[str] = field(default_factory=Counter)  # new decisions, by mode
+    details: list[str] = field(default_factory=list)  # "3 added", "2 removed"...
+    held: list[str] = field(default_factory=list)
+    unplaceable: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        head = f"evaluated {self.evaluated:,} of {self.total:,} variants"
+        parts = [*self.details]
+        if self.decisions:
+            parts.append("now " + ", ".join(f"{n} {m}" for m, n in sorted(self.decisions.items())))
+        return head + (f" ({'; '.join(parts)})" if parts else "")
+
+    def write(self) -> None:
+        import os
+
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        for path, data in (
+            (self.out, self.new_text.encode("utf-8")),
+            (sidecar_path(self.out), self.sidecar),
+        ):
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------ the sidecar
+class _Sidecar:
+    """The evidence sidecar as bytes, edited in place by variant ID.
+
+    Every writer (``select run``, ``refine``, this module) writes one line per
+    variant sorted by variant ID, so a line is found by binary search over byte
+    offsets and only the lines a change touches are read: an upgrade touching 5%
+    of 250,000 variants does not decode the other 95%. The first ``"variant_id"``
+    and ``"mode"`` keys of a line are the decision's (the keys are sorted; quotes
+    inside JSON strings are escaped)."""
+
+    def __init__(self, config: Path) -> None:
+        self.path = sidecar_path(config)
+        try:
+            self.data = self.path.read_bytes()
+        except OSError as e:
+            raise UserError(
+                f"{self.path}: expected the evidence file 'ootest select run' wrote next to "
+                f"{config.name}; cannot read it: {e.strerror or e}"
+            ) from None
+        self.edits: dict[str, bytes | None] = {}  # variant -> new line (None: gone)
+        self._found: dict[str, tuple[bool, int, int]] = {}
+        self._totals: Counter[str] | None = None
+
+    def _line(self, pos: int) -> tuple[int, int]:
+        """(start, end) of the line holding byte ``pos`` (end: its newline)."""
+        start = self.data.rfind(b"\n", 0, pos) + 1
+        end = self.data.find(b"\n", pos)
+        return start, len(self.data) if end < 0 else end
+
+    def _field(self, start: int, end: int, key: bytes) -> str:
+        i = self.data.find(key, start, end)
+        if i < 0:
+            n = self.data.count(b"\n", 0, start) + 1
+            raise UserError(
+                f"{self.path}:{n}: expected an evidence line written by 'ootest select run'; "
+                f"found no {key.decode().split(':')[0]}"
+            )
+        i += len(key)
+        raw = self.data[i : self.data.find(b'"', i, end)]
+        if raw.endswith(b"\\") or b"\\" in raw:  # an escape: decode the string properly
+            m = _VID.match(self.data[i - len(key) : end].decode("utf-8"))
+            return str(json.loads(m[1])) if m else raw.decode("utf-8", "replace")
+        return raw.decode("utf-8")
+
+    def vid(self, start: int, end: int) -> str:
+        return self._field(start, end, b'"variant_id": "')
+
+    def mode(self, start: int, end: int) -> str:
+        return self._field(start, end, b'"mode": "')
+
+    def locate(self, vid: str, lo: int = 0) -> tuple[bool, int, int]:
+        """(found, start, end) of ``vid``'s line at or after byte ``lo`` (a line
+        start); not found: start = end = where its line belongs. Galloping from
+        ``lo``: the next of a sorted run of changed variants is usually a few lines
+        on, so it costs a few probes, not a full binary search."""
+        hi, step = len(self.data), 1024
+        while lo < hi:  # gallop: the first probe past vid bounds the search
+            start, end = self._line(min(lo + step, hi - 1))
+            if start <= lo:
+                break
+            here = self.vid(start, end)
+            if here == vid:
+                return True, start, end
+            if here < vid:
+                lo, step = end + 1, step * 2
+            else:
+                hi = start
+                break
+        while lo < hi:
+            start, end = self._line((lo + hi) // 2)
+            here = self.vid(start, end)
+            if here == vid:
+                return True, start, end
+            if here < vid:
+                lo = end + 1
+            else:
+                hi = start
+        return False, lo, lo
+
+    def find(self, vid: str, lo: int = 0) -> tuple[bool, int, int]:
+        """:meth:`locate`, remembered (the data never changes; edits are kept aside)."""
+        hit = self._found.get(vid)
+        if hit is None:
+            hit = self._found[vid] = self.locate(vid, lo)
+        return hit
+
+    def rows_of(self, file: str) -> Counter[str]:
+        """The modes of the rows of one file key, as the sidecar has them now."""
+        _, lo, _ = self.locate(file + "::")
+        _, hi, _ = self.locate(file + ":;", lo)  # ':' + 1 is ';'
+        out: Counter[str] = Counter()
+        pos = lo
+        while pos < hi:
+            start, end = self._line(pos)
+            out[self.mode(start, end)] += 1
+            pos = end + 1
+        return out
+
+    def old(self, vids: Iterable[str]) -> dict[str, tuple[bytes, str]]:
+        """The current line and mode of each of ``vids`` found."""
+        out: dict[str, tuple[bytes, str]] = {}
+        lo = 0
+        for vid in sorted(vids):
+            found, start, end = self.find(vid, lo)
+            lo = start
+            if found:
+                out[vid] = (self.data[start:end], self.mode(start, end))
+        return out
+
+    def totals(self) -> Counter[str]:
+        """Decisions by mode (each line names its mode once as a key); counted once."""
+        from ootest.select.rules import MODES
+
+        if self._totals is None:
+            self._totals = Counter(
+                {m: n for m in MODES if (n := self.data.count(f'"mode": "{m}"'.encode()))}
+            )
+        return Counter(self._totals)
+
+    def trust_totals(self, header: str) -> None:
+        """Take the decision counts from the config's header (``# decisions: 3 skip,
+        ...``, written with this sidecar) instead of counting 100 MB of lines."""
+        from ootest.select.rules import MODES
+
+        m = re.search(r"^# decisions: (.*)$", header, re.M)
+        if m is None:
+            return
+        count: Counter[str] = Counter()
+        for part in m[1].split(","):
+            n, _, mode = part.strip().partition(" ")
+            if not n.isdigit() or mode not in MODES:
+                return
+            count[mode] = int(n)
+        self._totals = count
+
+    def text(self) -> bytes:
+        """The sidecar with the edits applied; untouched lines copied as bytes."""
+        pieces: list[bytes] = []
+        pos = lo = 0
+        for vid in sorted(self.edits):
+            found, start, end = self.find(vid, lo)
+            lo = start
+            pieces.append(self.data[pos:start])
+            new = self.edits[vid]
+            if new is not None:
+                pieces.append(new + b"\n")
+            pos = end + 1 if found else start
+        pieces.append(self.data[pos:])
+        return b"".join(pieces)
+
+
+def _row(ev: Evidence, d: Decision, fingerprint: str, changed: Iterable[str]) -> str:
+    """The evidence line of a re-decided variant: what ``evidence_row`` writes (the
+    same JSON, built without ``dataclasses.asdict``, which costs 20x), and why it
+    was decided again."""
+    evidence = dict(vars(ev))
+    for key in ("cpu", "reference"):
+        r = evidence[key]
+        evidence[key] = dict(vars(r)) if r is not None else None
+    evidence["observed"] = [dict(vars(r)) for r in ev.observed]
+    row = {
+        "changed": list(changed),
+        "decision": dict(vars(d)),
+        "evidence": evidence,
+        "fingerprint": fingerprint,
+    }
+    return json.dumps(row, sort_keys=True)
+
+
+def _read(config: Path) -> str:
+    try:
+        return config.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"{config}: cannot read it: {e.strerror or e}") from None
+
+
+def _root_var(text: str) -> str:
+    m = re.search(r"path: \"?\$\{(\w+)\}/", text)
+    return m[1] if m else "TORCH_ROOT"
+
+
+def _finish(
+    config: Path,
+    out: Path,
+    side: _Sidecar,
+    changes: Mapping[str, tuple[Evidence, Decision, str, tuple[str, ...]]],
+    removed: set[str],
+    universe: Mapping[str, Iterable[str]],
+    provenance: Callable[[str], str],
+) -> Outcome:
+    """Patch the config and the sidecar (Note [Config patches]); the outcome without
+    its counts."""
+    text = _read(config)
+    side.trust_totals(text.split("test_suite_config:", 1)[0])
+    decided = {vid: d for vid, (_, d, _, _) in changes.items()}
+    files = {vid.partition("::")[0] for vid in [*changes, *removed]}
+    old = side.old([*changes, *removed])
+
+    of_file: dict[str, list[str]] = defaultdict(list)
+    for vid in [*changes, *removed]:
+        of_file[vid.partition("::")[0]].append(vid)
+
+    def modes(file: str, held: Collection[str]) -> Counter[str]:
+        """The modes of a file's rows after the change (people's variants kept)."""
+        count = side.rows_of(file)
+        for vid in of_file[file]:
+            if vid in held:
+                continue
+            if vid in old:
+                count[old[vid][1]] -= 1
+            if vid in changes:
+                count[decided[vid].mode] += 1
+        return +count
+
+    patched = patch(
+        text,
+        decided,
+        removed,
+        {f: list(vs) for f, vs in universe.items() if f in files},
+        modes,
+        _root_var(text),
+    )
+    held = set(patched.held) | {v for v in changes if v.partition("::")[0] in patched.unplaceable}
+    total = side.totals()
+    for vid in removed:
+        side.edits[vid] = None
+        if vid in old:
+            total[old[vid][1]] -= 1
+    for vid, (ev, d, fp, why) in changes.items():
+        if vid in held:  # a person decides it: its evidence line stays as it was
+            continue
+        side.edits[vid] = _row(ev, d, fp, why).encode("utf-8")
+        if vid in old:
+            total[old[vid][1]] -= 1
+        total[d.mode] += 1
+    total = +total
+
+    def header(line: str) -> str:
+        if line.startswith("# decisions:"):
+            return "# decisions: " + ", ".join(f"{n} {m}" for m, n in sorted(total.items()))
+        return provenance(line)
+
+    patched.header(header)
+    o = Outcome(
+        config,
+        out,
+        patched.text,
+        patched.diff(f"a/{config}", f"b/{out}"),
+        side.text(),
+        0,
+        0,
+    )
+    o.decisions = Counter(d.mode for vid, d in decided.items() if vid not in held)
+    o.held, o.unplaceable = sorted(patched.held), patched.unplaceable
+    if o.held:
+        o.notes.append(f"{len(o.held)} kept as people's entries decide them")
+    if o.unplaceable:
+        o.notes.append(
+            f"files listed only by a glob path, decide them by hand: {', '.join(o.unplaceable)}"
+        )
+    return o
+
+
+# ------------------------------------------------------------------ an upgrade
+def upgrade(
+    old_db: Path,
+    config: Path,
+    out: Path,
+    sources: Sources,
+    support: Support,
+    scope: set[str] | None,
+    provenance: Callable[[str], str],
+) -> Outcome:
+    """Re-decide what the memory diff from ``old_db`` to ``sources.memory`` reports
+    added or modified (Note [Incremental selection])."""
+    from ootest.memory import diff_indexes
+
+    new_db = sources.memory
+    if new_db is None:
+        raise UserError("--since: expected --memory NEW.db, the memory to compare it with")
+    if not old_db.is_file():
+        raise UserError(
+            f"--since {old_db}: no such index; pass the memory the config was decided from"
+        )
+    side = _Sidecar(config)
+    diff = diff_indexes(old_db, new_db)
+    dev = device_delta(old_db, new_db, diff.added, diff.removed)
+    entered, removed = set(dev.entered), set(dev.left)
+    why: dict[str, tuple[str, ...]] = {v: ("added",) for v in diff.added if v in entered}
+    why.update((v, ("now a device variant",)) for v in entered if v not in why)
+    why.update((m.id, m.reasons) for m in diff.modified)  # device ones stay (below)
+    cands = from_memory(new_db, set(why))
+    why = {c.variant_id: why[c.variant_id] for c in cands}
+    evidence = gather(cands, sources, support, scope)
+    fps = {c.variant_id: c.fingerprint for c in cands}
+    changes = {
+        ev.variant_id: (ev, decide(ev), fps[ev.variant_id], why[ev.variant_id]) for ev in evidence
+    }
+    universe = device_ids(new_db, {v.partition("::")[0] for v in [*why, *removed]})
+    side.trust_totals(_read(config).split("test_suite_config:", 1)[0])
+    rows_before = sum(side.totals().values())
+    known = len(side.old([*removed, *why]))  # rows of variants that left or changed
+    o = _finish(config, out, side, changes, removed, universe, provenance)
+    o.evaluated, o.total = len(changes), dev.total
+    n_added = sum(1 for v in why.values() if v == ("added",))
+    o.details = [f"{n_added} added", f"{len(changes) - n_added} modified"]
+    o.details.append(f"{len(removed)} removed")
+    unknown = dev.total - (rows_before - known) - len(why)
+    if unknown > 0:
+        o.notes.append(
+            f"at least {unknown} variants of {new_db} have no decision in {config.name} and "
+            "did not change: decide them with a full 'ootest select run'"
+        )
+    return o
+
+
+# ------------------------------------------------------------------ an enabled op
+def enable_op(op: str, ops_db: Path, config: Path, out: Path) -> tuple[Outcome, str]:
+    """Re-decide the variants that waited on ``op`` (Note [Incremental selection]);
+    returns the outcome and the rule as a support list writes it."""
+    from ootest.opmap.enable import config_name
+    from ootest.opmap.names import SupportSet
+    from ootest.opmap.store import OpStore
+
+    if not ops_db.is_file():
+        raise UserError(f"--ops {ops_db}: no such op map; build it with 'ootest ops capture'")
+    with OpStore.open(ops_db) as store:
+        parsed, _ = store.resolve_ops(op)
+    name = config_name(parsed)
+    rule = SupportSet.from_names([str(parsed)], name)
+    side = _Sidecar(config)
+    changes: dict[str, tuple[Evidence, Decision, str, tuple[str, ...]]] = {}
+    still = 0
+    rows = read_sidecar(sidecar_path(config))
+    for ev, _d, fp in rows:
+        if not any(rule.covers(o) for o in ev.missing_ops):
+            continue
+        ev.missing_ops = tuple(o for o in ev.missing_ops if not rule.covers(o))
+        still += bool(ev.missing_ops)
+        changes[ev.variant_id] = (ev, decide(ev), fp, (f"enabled:{name}",))
+    universe: dict[str, list[str]] = defaultdict(list)
+    touched = {v.partition("::")[0] for v in changes}
+    for ev, _d, _fp in rows:
+        if ev.variant_id.partition("::")[0] in touched:
+            universe[ev.variant_id.partition("::")[0]].append(ev.variant_id)
+
+    def provenance(line: str) -> str:
+        m = re.match(r"^# backend: (.*?); ootest", line)
+        if m is None or not changes:
+            return line
+        return f"# backend: {m[1]} + {name}{line[m.end(1) :]}"
+
+    o = _finish(config, out, side, changes, set(), universe, provenance)
+    o.evaluated, o.total = len(changes), len(rows)
+    o.details = [f"the variants waiting on {name}"]
+    if still:
+        o.notes.append(f"{still} of them still miss other ops")
+    if not changes:
+        o.notes.append(
+            f"no variant of {config.name} waited on {name}: nothing changes "
+            "(its evidence lists no missing op the rule covers)"
+        )
+    return o, name

@@ -1,0 +1,507 @@
+"""Incremental selection: an upgrade (``select run --since``) and an enabled op
+(``select enable``) re-decide only what they can affect and land as a diff.
+
+The memories are real ``ootest index build`` indexes of two versions of a small
+suite (tests/select/suites.py; the variant enumeration is synthetic, so no torch).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shutil
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ootest.cli.main import main
+from ootest.config.decide import decide
+from ootest.config.load import load_config
+from ootest.config.when import Context
+from ootest.opmap.enable import variant_from_id
+from ootest.select.patch import patch
+from ootest.select.rules import Decision
+from tests.select import suites
+
+ALPHA = "test/test_alpha.py::TestAlpha"
+SELECT = ["--supported", "sup.txt", "--dtypes", "float32,float16", "--ops", "ops.db"]
+
+PERSON = """        # flaky on our hardware: keep it xfail (Jane)
+        - names:
+            - TestAlpha::test_body
+          mode: xfail
+"""
+
+
+@dataclass(frozen=True)
+class Work:
+    dir: Path
+
+    def __truediv__(self, name: str) -> Path:
+        return self.dir / name
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    rc = main(list(args))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Old and new memories, an op map and a support list (read-only, shared)."""
+    base = tmp_path_factory.mktemp("since")
+    suites.build_memory(suites.write(base / "old", new=False), base / "old.db", suites.V1)
+    suites.build_memory(suites.write(base / "new", new=True), base / "new.db", suites.V2)
+    suites.write_capture(base / "cap.jsonl", [suites.V1, suites.V2])
+    (base / "sup.txt").write_text("\n".join(suites.SUPPORTED) + "\n")
+    assert main(["ops", "ingest", str(base / "cap.jsonl"), "--db", str(base / "ops.db")]) == 0
+    return base
+
+
+@pytest.fixture
+def work(
+    built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Work:
+    """The shared inputs, and the config a full run made from the old memory, then
+    edited by a person (an entry, a comment)."""
+    for name in ("old.db", "new.db", "ops.db", "sup.txt"):
+        shutil.copy(built / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = cli(capsys, "select", "run", "--memory", "old.db", *SELECT, "--out", "suite.yaml")
+    assert rc == 0, err
+    text = (tmp_path / "suite.yaml").read_text()
+    anchor = "      unlisted_test_mode: mandatory_success\n      tests:\n"
+    assert text.count(anchor) == 1
+    text = text.replace(anchor, anchor + PERSON)
+    text = text.replace("unlisted_test_mode: skip\n", "unlisted_test_mode: skip  # reviewed\n", 1)
+    (tmp_path / "suite.yaml").write_text(text)
+    return Work(tmp_path)
+
+
+def modes(config: Path, root: Path, vids: list[str]) -> dict[str, str]:
+    """Each variant's mode as ootest itself decides it from ``config``."""
+    cfg = load_config(config, env={"TORCH_ROOT": str(root)}, check_paths=False)
+    out = {}
+    for vid in vids:
+        file = vid.partition("::")[0]
+        rf = next(f for f in cfg.files if f.path.as_posix().endswith("/" + file))
+        out[vid] = decide(rf, cfg.suite.global_, variant_from_id(vid), Context()).mode
+    return out
+
+
+EXPECTED_DIFF = """\
+-# memory sha256:X; op map sha256:X; model: none
+-# decisions: 7 mandatory_success, 3 skip
++# memory sha256:X; op map sha256:X; model: none
++# decisions: 6 mandatory_success, 7 skip
+-      # 7 variants: 6 mandatory_success, 1 skip
++      # 8 variants: 5 mandatory_success, 3 skip
++        # ootest select: dtype_unsupported:int64 (1 names)
++        #   dtypes not declared: int64
++        - names:
++            - "TestAlpha::test_dtypes[dtype=int64]"
++          mode: skip
++          tags: [ootest-select]
++        # ootest select: upstream_skip (1 names)
++        #   @onlyCUDA: upstream runs it on other devices only
++        - names:
++            - TestAlpha::test_gate
++          mode: skip
++          tags: [ootest-select]
++    - path: ${TORCH_ROOT}/test/test_gamma.py
++      # 2 variants: 2 skip
++      unlisted_test_mode: skip
+"""
+
+
+def _changes(diff: str) -> str:
+    import re
+
+    lines = [x for x in diff.splitlines() if x[:1] in "+-" and not x.startswith(("+++", "---"))]
+    text = "\n".join(lines) + "\n"
+    return re.sub(r"sha256:[0-9a-f]{16}", "sha256:X", text)
+
+
+def test_an_upgrade_re_decides_only_the_delta_and_lands_as_a_diff(
+    work: Work, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old_text = (work / "suite.yaml").read_text()
+    old_rows = (work / "suite.evidence.jsonl").read_text().splitlines()
+    rc, diff, err = cli(
+        capsys, "select", "run", "--since", "old.db", "--memory", "new.db",
+        "--config", "suite.yaml", *SELECT, "--out", "new.yaml",
+    )  # fmt: skip
+    assert rc == 0, err
+    # 4 added, 6 modified (body, helper x2, decorator x3); 3 unchanged not evaluated
+    assert "evaluated 10 of 13 variants (4 added; 6 modified; 1 removed;" in err
+    assert "1 kept as people's entries decide them" in err
+    assert _changes(diff) == _changes(EXPECTED_DIFF)
+    new_text = (work / "new.yaml").read_text()
+    # the diff is built from the edits; it is the one difflib finds between the texts
+    assert diff == "".join(
+        difflib.unified_diff(
+            old_text.splitlines(True), new_text.splitlines(True), "a/suite.yaml", "b/new.yaml"
+        )
+    )
+    assert (work / "suite.yaml").read_text() == old_text  # --out: the input stays
+
+    # what did not change is byte-identical: test_beta's block, the person's entry
+    def block(text: str, path: str) -> str:
+        start = text.index(f"    - path: ${{TORCH_ROOT}}/{path}")
+        end = text.find("    - path:", start + 1)
+        return text[start : end if end > 0 else None]
+
+    assert block(new_text, "test/test_beta.py") == block(old_text, "test/test_beta.py")
+    assert PERSON in new_text and "unlisted_test_mode: skip  # reviewed\n" in new_text
+    rows = {json.loads(x)["decision"]["variant_id"]: x for x in old_rows}
+    new_rows = {
+        json.loads(x)["decision"]["variant_id"]: x
+        for x in (work / "new.evidence.jsonl").read_text().splitlines()
+    }
+    unchanged = [v for v in rows if "test_beta" in v]
+    assert unchanged and all(new_rows[v] == rows[v] for v in unchanged)
+    assert f"{ALPHA}::test_gone[dtype=float32]" in rows
+    assert f"{ALPHA}::test_gone[dtype=float32]" not in new_rows
+    assert (
+        new_rows[f"{ALPHA}::test_body[dtype=float32]"] == rows[f"{ALPHA}::test_body[dtype=float32]"]
+    )
+    gate = json.loads(new_rows[f"{ALPHA}::test_gate"])
+    assert gate["changed"] == ["decorator"] and gate["decision"]["reason"] == "upstream_skip"
+    assert json.loads(new_rows[f"{ALPHA}::test_double[dtype=float32]"])["changed"] == [
+        "helper:_scale"
+    ]
+
+    # every variant ends where a full run on the new memory puts it (people's aside)
+    rc, _, err = cli(capsys, "select", "run", "--memory", "new.db", *SELECT, "--out", "full.yaml")
+    assert rc == 0, err
+    vids = suites.variant_ids(suites.V2)
+    want = modes(work / "full.yaml", work.dir, vids)
+    got = modes(work / "new.yaml", work.dir, vids)
+    assert got.pop(f"{ALPHA}::test_body[dtype=float32]") == "xfail"  # the person's
+    want.pop(f"{ALPHA}::test_body[dtype=float32]")
+    assert got == want
+
+    # nothing changed since: nothing evaluated, the files stay as they are
+    rc, diff, err = cli(
+        capsys, "select", "run", "--since", "new.db", "--memory", "new.db",
+        "--config", "new.yaml", *SELECT,
+    )  # fmt: skip
+    assert rc == 0, err
+    assert "evaluated 0 of 13 variants" in err and diff == ""
+    assert (work / "new.yaml").read_text() == new_text
+
+
+def test_enabling_an_op_re_decides_exactly_the_variants_waiting_on_it(
+    work: Work, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, _, err = cli(capsys, "select", "run", "--memory", "new.db", *SELECT, "--out", "s.yaml")
+    assert rc == 0, err
+    before = (work / "s.evidence.jsonl").read_text().splitlines()
+    rc, diff, err = cli(capsys, "select", "enable", "mm", "--ops", "ops.db", "--config", "s.yaml")
+    assert rc == 0, err
+    assert "evaluated 1 of 13 variants (the variants waiting on mm; now 1 mandatory_success)" in err
+    assert _changes(diff) == (
+        "-# backend: sup.txt; ootest X\n+# backend: sup.txt + mm; ootest X\n"
+        "-# decisions: 6 mandatory_success, 7 skip\n+# decisions: 7 mandatory_success, 6 skip\n"
+        "-      # 3 variants: 1 mandatory_success, 2 skip\n"
+        "+      # 3 variants: 2 mandatory_success, 1 skip\n"
+        "-        # ootest select: ops_supported (1 names)\n"
+        "+        # ootest select: ops_supported (2 names)\n"
+        "+            - TestBeta::test_mm\n"
+    ).replace("ootest X", "ootest " + _version())
+    after = (work / "s.evidence.jsonl").read_text().splitlines()
+    changed = [json.loads(x) for x in after if x not in before]
+    assert [r["decision"]["variant_id"] for r in changed] == [
+        "test/test_beta.py::TestBeta::test_mm"
+    ]
+    assert changed[0]["decision"]["reason"] == "ops_supported"
+    assert changed[0]["changed"] == ["enabled:mm"] and changed[0]["evidence"]["missing_ops"] == []
+
+    # cumsum: both variants that miss it are decided again; float64 still lacks its dtype
+    rc, _, err = cli(capsys, "ops", "tests-for", "cumsum", "--db", "ops.db", "--json")
+    calling = {v["variant_id"] for v in json.loads(_)["variants"]} if rc == 0 else set()
+    rc, diff, err = cli(capsys, "select", "enable", "aten::cumsum", "--ops", "ops.db",
+                        "--config", "s.yaml", "--out", "t.yaml")  # fmt: skip
+    assert rc == 0, err
+    rows = [json.loads(x) for x in (work / "t.evidence.jsonl").read_text().splitlines()]
+    redone = {
+        r["decision"]["variant_id"]: r["decision"]
+        for r in rows
+        if r.get("changed") == ["enabled:cumsum"]
+    }
+    assert (
+        set(redone)
+        == calling
+        == {
+            "test/test_gamma.py::TestGamma::test_cumsum[dtype=float32]",
+            "test/test_gamma.py::TestGamma::test_cumsum[dtype=float64]",
+        }
+    )
+    assert redone["test/test_gamma.py::TestGamma::test_cumsum[dtype=float64]"]["reason"] == (
+        "dtype_unsupported:float64"
+    )
+    assert '+            - "TestGamma::test_cumsum[dtype=float32]"' in diff
+
+    # an op no variant waits on: nothing changes; one nobody recorded: one error line
+    rc, diff, err = cli(capsys, "select", "enable", "sum", "--ops", "ops.db", "--config", "t.yaml")
+    assert rc == 0 and diff == "" and "no variant of t.yaml waited on sum" in err
+    rc, _, err = cli(capsys, "select", "enable", "cumsun", "--ops", "ops.db", "--config", "t.yaml")
+    assert rc == 2 and err.count("\n") == 1 and "similar: aten::cumsum" in err
+
+
+def _version() -> str:
+    from ootest.version import ootest_version
+
+    return ootest_version()
+
+
+def test_errors_are_one_line(work: Work, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = cli(capsys, "select", "run", "--since", "old.db", "--memory", "new.db", *SELECT)
+    assert (rc, err) == (
+        2,
+        "ootest: error: select run --since: expected --memory NEW.db and --config SUITE.yaml "
+        "(the memory to compare with, and the config to update)\n",
+    )
+    rc, _, err = cli(capsys, "select", "run", "--memory", "new.db", *SELECT)
+    assert rc == 2 and "expected --out SUITE.yaml" in err
+    (work / "suite.evidence.jsonl").unlink()
+    rc, _, err = cli(capsys, "select", "run", "--since", "old.db", "--memory", "new.db",
+                     "--config", "suite.yaml", *SELECT)  # fmt: skip
+    assert rc == 2 and err.startswith("ootest: error: suite.evidence.jsonl: expected the evidence")
+    rc, _, err = cli(capsys, "select", "run", "--since", "nope.db", "--memory", "new.db",
+                     "--config", "suite.yaml", *SELECT)  # fmt: skip
+    assert (rc, err) == (
+        2,
+        "ootest: error: --since nope.db: no such index; pass the memory the config was "
+        "decided from\n",
+    )
+
+
+# ------------------------------------------------------------------ the patch engine
+CONFIG = """\
+# header
+test_suite_config:
+  files:
+    - path: ${TORCH_ROOT}/test/t.py
+      unlisted_test_mode: mandatory_success
+      tests:
+        # ootest select: op_unsupported:aten::mm (2 names)
+        #   calls 1 ops; not declared: aten::mm
+        - names:
+            - "T::test_a[dtype=float32]"
+            - "T::test_b[dtype=float32]"
+          mode: skip
+          tags: [ootest-select]
+        # ootest select: upstream_skip (1 names)
+        - names:
+            - T::test_c
+          mode: skip
+          tags: [ootest-select]
+    - path: ${TORCH_ROOT}/test/u.py
+      unlisted_test_mode: skip
+"""
+T = "test/t.py::T"
+
+
+def d(vid: str, mode: str, reason: str) -> Decision:
+    return Decision(vid, mode, reason, (f"why {reason}",))
+
+
+def universe(*vids: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for v in vids:
+        out.setdefault(v.partition("::")[0], []).append(v)
+    return out
+
+
+def test_a_name_leaves_its_entry_and_an_empty_entry_goes_with_its_comment() -> None:
+    a, b, c = f"{T}::test_a[dtype=float32]", f"{T}::test_b[dtype=float32]", f"{T}::test_c"
+    out = patch(
+        CONFIG,
+        {a: d(a, "mandatory_success", "ops_supported"), c: d(c, "mandatory_success", "x")},
+        (),
+        universe(a, b, c),
+        {},
+        "TORCH_ROOT",
+    ).text
+    assert out == CONFIG.replace('            - "T::test_a[dtype=float32]"\n', "").replace(
+        "(2 names)", "(1 names)"
+    ).replace(
+        "        # ootest select: upstream_skip (1 names)\n        - names:\n"
+        "            - T::test_c\n          mode: skip\n          tags: [ootest-select]\n",
+        "",
+    )
+
+
+def test_a_new_decision_joins_its_entry_or_makes_one_in_order() -> None:
+    a, b, c = f"{T}::test_a[dtype=float32]", f"{T}::test_b[dtype=float32]", f"{T}::test_c"
+    e1, e2 = f"{T}::test_e[dtype=float32]", f"{T}::test_e[dtype=int64]"
+    out = patch(
+        CONFIG,
+        {
+            e1: d(e1, "skip", "op_unsupported:aten::mm"),
+            e2: d(e2, "xfail", "no_evidence"),
+        },
+        (),
+        universe(a, b, c, e1, e2),
+        {},
+        "TORCH_ROOT",
+    ).text
+    assert out == CONFIG.replace(
+        '            - "T::test_b[dtype=float32]"\n',
+        '            - "T::test_b[dtype=float32]"\n            - "T::test_e[dtype=float32]"\n',
+    ).replace("(2 names)", "(3 names)").replace(
+        "      tests:\n",
+        "      tests:\n        # ootest select: no_evidence (1 names)\n"
+        "        #   why no_evidence\n"
+        '        - names:\n            - "T::test_e[dtype=int64]"\n          mode: xfail\n'
+        "          tags: [ootest-select]\n",
+        1,
+    )
+
+
+def test_a_whole_template_decided_alike_is_named_once_and_a_block_gains_tests() -> None:
+    u1, u2 = "test/u.py::U::test_x[dtype=float32]", "test/u.py::U::test_x[dtype=int64]"
+    out = patch(
+        CONFIG,
+        {
+            u1: d(u1, "mandatory_success", "ops_supported"),
+            u2: d(u2, "mandatory_success", "ops_supported"),
+        },
+        (),
+        universe(u1, u2),
+        {},
+        "TORCH_ROOT",
+    ).text
+    assert out == CONFIG + (
+        "      tests:\n        # ootest select: ops_supported (1 names)\n"
+        "        #   why ops_supported\n        - names:\n            - U::test_x\n"
+        "          mode: mandatory_success\n          tags: [ootest-select]\n"
+    )
+
+
+def test_removed_variants_leave_only_names_that_named_exactly_them() -> None:
+    a, b, c = f"{T}::test_a[dtype=float32]", f"{T}::test_b[dtype=float32]", f"{T}::test_c"
+    people = CONFIG.replace(
+        "      tests:\n",
+        "      tests:\n        - names:\n            - re:test_b\n          mode: xfail\n",
+        1,
+    )
+    # b is gone, but a person's pattern names it: the pattern stays; c's template is
+    # gone entirely: its name goes; a file with no variant left loses its block
+    out = patch(people, {}, (b, c, "test/u.py::U::test_y"), universe(a), {}, "TORCH_ROOT").text
+    assert "re:test_b" in out and "T::test_c" not in out and '"T::test_b[' not in out
+    assert "test/u.py" not in out and '"T::test_a[dtype=float32]"' in out
+
+
+def test_a_file_listed_by_a_glob_is_left_to_people() -> None:
+    text = CONFIG.replace("${TORCH_ROOT}/test/u.py", "${TORCH_ROOT}/test/u*.py")
+    u1 = "test/u.py::U::test_x[dtype=float32]"
+    r = patch(
+        text, {u1: d(u1, "mandatory_success", "ops_supported")}, (), universe(u1), {}, "TORCH_ROOT"
+    )
+    assert r.text == text and r.unplaceable == ["test/u.py"]
+
+
+def test_a_re_decided_evidence_line_is_what_select_run_writes() -> None:
+    from ootest.select.refine import evidence_row
+    from ootest.select.rules import Evidence, Result, decide
+    from ootest.select.since import _row
+
+    ev = Evidence(
+        "t.py::T::test_a[dtype=float32]",
+        dtypes=("float32",),
+        ops=("aten::mm",),
+        missing_ops=("aten::mm",),
+        cpu=Result("failed", "E:1", "E: x", 1.5),
+        observed=[Result("passed", at=2.0)],
+    )
+    d = decide(ev)
+    row = json.loads(_row(ev, d, "fp", ["body"]))
+    assert row.pop("changed") == ["body"]
+    assert json.dumps(row, sort_keys=True) == json.dumps(evidence_row(ev, d, "fp"), sort_keys=True)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        CONFIG,
+        CONFIG.replace("    - path", "  - path").replace("\n      ", "\n    "),  # dash at key
+        CONFIG + "  global:\n    supported_dtypes: [float32]\n# the end\n",
+        CONFIG.replace("    - path: ${TORCH_ROOT}/test/u.py", "    # people\n\n    - path: x"),
+        "# h\ntest_suite_config:\n  files: []\n",
+    ],
+)
+def test_files_items_are_found_without_composing_the_whole_config(text: str) -> None:
+    from ootest.select.patch import _lines, _split, _split_composed
+
+    lines = _lines(text)
+    assert _split(text, lines) == _split_composed(lines)
+
+
+def test_the_diff_built_from_edits_is_the_one_difflib_finds() -> None:
+    import random
+
+    from ootest.select.patch import _Lines
+
+    rng = random.Random(7)
+    for _ in range(200):
+        lines = [f"line {i}" for i in range(rng.randrange(1, 40))]
+        ed = _Lines(lines)
+        k = 0
+        for _ in range(rng.randrange(1, 6)):
+            i = rng.randrange(len(lines))
+            what = rng.choice(["drop", "repl", "before", "after", "tail"])
+            k += 1
+            if what == "drop":
+                ed.drop(i, min(len(lines), i + rng.randrange(1, 4)))
+            elif what == "repl":
+                ed.repl[i] = f"changed {k}"
+            elif what == "before":
+                ed.before[i].append(f"new {k}")
+            elif what == "after":
+                ed.after[i].append(f"new {k}")
+            else:
+                ed.tail.append(f"new {k}")
+        old = "".join(x + "\n" for x in lines)
+        new = ed.text()
+        want = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), "a", "b"))
+        assert ed.diff("a", "b") == want, (lines, ed.repl, ed.before, ed.after, ed.tail)
+
+
+def test_the_sidecar_is_edited_by_binary_search_like_a_sorted_dict(tmp_path: Path) -> None:
+    import random
+
+    from ootest.select.since import _Sidecar
+
+    rng = random.Random(3)
+    names = sorted(
+        {f"t{rng.randrange(50)}.py::T::test_{rng.choice('ab')}[x={rng.randrange(99)}]"
+         for _ in range(300)}
+        | {'t7.py::T::test_q[s="quoted"]', "t7.py::T::test_é[x=1]"}
+    )  # fmt: skip
+    rows = {
+        v: json.dumps({"decision": {"mode": rng.choice(["skip", "xfail"]), "variant_id": v}})
+        for v in names
+    }
+    (tmp_path / "s.evidence.jsonl").write_text("".join(rows[v] + "\n" for v in names))
+    side = _Sidecar(tmp_path / "s.yaml")
+    for v in [*names, "t0.py::T::missing", "zzz", ""]:
+        found, start, end = side.locate(v)
+        assert found == (v in rows)
+        if found:
+            assert side.data[start:end].decode() == rows[v]
+    assert side.rows_of("t7.py") == Counter(
+        json.loads(rows[v])["decision"]["mode"] for v in names if v.startswith("t7.py::")
+    )
+    want = dict(rows)
+    for v in rng.sample(names, 40):
+        side.edits[v], want[v] = None, ""
+    for v in ["t0.py::T::new", "t99.py::T::new", *rng.sample(names, 20)]:
+        line = json.dumps({"decision": {"mode": "skip", "variant_id": v}, "x": 1})
+        side.edits[v], want[v] = line.encode(), line
+    assert side.text().decode() == "".join(want[v] + "\n" for v in sorted(want) if want[v])
