@@ -79,7 +79,9 @@ def test_spyre_planned_keys_and_pytorch_root(tmp_path: Path) -> None:
     assert cfg.files[0].patterns[0][0].mode == "mandatory_success"  # mode defaults
     notes = {w.key_path: w.message for w in cfg.warnings}
     assert "not used" in notes["global.devices"]
-    assert "not applied yet" in notes["files[0].tests[0].selectors"]
+    assert "files[0].tests[0].selectors" not in notes  # applied now (tests/plugin)
+    (item,) = cfg.suite.files[0].tests[0].selectors.include  # type: ignore[union-attr]
+    assert item.has_ops is True and item.needs_evidence and item.origin.endswith(":6")
 
 
 def test_file_when_leaves_files_out(tmp_path: Path) -> None:
@@ -125,6 +127,15 @@ test_suite_config:
 # (yaml, expected problem lines) -- pinned messages.
 CASES = [
     (
+        "test_suite_config:\n  test_selectors: {include: [{has_ops: mm}, {}]}\n",
+        [
+            "c.yaml:2:40: test_suite_config.test_selectors.include[0].has_ops: expected true, "
+            "false or a list of op names; found 'mm'",
+            "c.yaml:2:45: test_suite_config.test_selectors.include[1]: expected at least one of "
+            "has_ops, ops_in_supported, markers, name_patterns; found none",
+        ],
+    ),
+    (
         "test_suite_config:\n  files: 3\n",
         ["c.yaml:2:10: test_suite_config.files: expected a list; found a number (3)"],
     ),
@@ -132,7 +143,8 @@ CASES = [
         "test_suite_config:\n  filez: []\n",
         [
             "c.yaml:2:3: test_suite_config.filez: unknown key 'filez'; expected one of: device, "
-            "extends, files, global, labels, timeout. Did you mean 'files'?"
+            "extends, files, global, labels, op_map, test_selectors, timeout. Did you mean "
+            "'files'?"
         ],
     ),
     (

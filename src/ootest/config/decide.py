@@ -3,7 +3,8 @@
 Order of precedence (documented in docs/config.md):
 1. The most specific matching entry decides the mode (variant filter > Class::method >
    bare method > regex; among equals the later entry wins); no match -> the file's
-   ``unlisted_test_mode``. Entries whose ``when`` does not hold are ignored.
+   ``unlisted_test_mode``. Entries whose ``when`` does not hold, and entries whose
+   ``selectors`` do not select the variant, are ignored.
 2. ``skip`` ends there. Otherwise capability gating: an op, dtype or module the
    device does not declare (``global``), or that the entry's ``edits`` exclude,
    skips that variant with a reason naming the missing capability.
@@ -14,7 +15,7 @@ Order of precedence (documented in docs/config.md):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -54,6 +55,9 @@ class Decision:
 
 
 _Ref = TypeVar("_Ref", DtypeRef, OpRef, ModuleRef)
+Admit = Callable[[TestEntry], bool]
+"""Whether an entry's ``selectors`` select the variant being decided (the plugin knows
+its marks and op evidence; the config does not)."""
 
 
 def _by_name(refs: Sequence[_Ref] | None, strip: str = "") -> dict[str, tuple[int, _Ref]] | None:
@@ -133,9 +137,12 @@ def _op_dtypes(ref: OpRef) -> _Lookup:
 
 
 def match_entry(
-    rf: ResolvedFile, v: Variant, ctx: Context
+    rf: ResolvedFile, v: Variant, ctx: Context, admit: Admit | None = None
 ) -> tuple[TestEntry | None, tuple[NamePattern, ...]]:
-    """The deciding entry and every name that matched (for stale-entry reports)."""
+    """The deciding entry and every name that matched (for stale-entry reports).
+
+    An entry with ``selectors`` decides only the variants ``admit`` says they
+    select (Note [Selectors]); its names still count as matched."""
     best: tuple[int, int] | None = None
     chosen: TestEntry | None = None
     matched: list[NamePattern] = []
@@ -143,15 +150,19 @@ def match_entry(
         if p.matches(v):
             matched.append(p)
             entry = rf.patterns[idx][0]
-            if holds(entry.when, ctx):
+            if holds(entry.when, ctx) and (
+                entry.selectors is None or admit is None or admit(entry)
+            ):
                 key = (p.specificity, idx)
                 if best is None or key >= best:
                     best, chosen = key, entry
     return chosen, tuple(matched)
 
 
-def decide(rf: ResolvedFile, caps: GlobalCaps, v: Variant, ctx: Context) -> Decision:
-    entry, matched = match_entry(rf, v, ctx)
+def decide(
+    rf: ResolvedFile, caps: GlobalCaps, v: Variant, ctx: Context, admit: Admit | None = None
+) -> Decision:
+    entry, matched = match_entry(rf, v, ctx, admit)
     tags: tuple[str, ...] = ()
     labels = tuple(rf.entry.labels)
     if entry is not None:

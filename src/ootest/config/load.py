@@ -27,6 +27,7 @@ from ootest.config.model import (
     Document,
     FileEntry,
     GlobalCaps,
+    Selectors,
     TestEntry,
     TestSuiteConfig,
 )
@@ -427,10 +428,20 @@ def _attach_origins(path: Path, node: Any, doc: Document) -> None:
     found = _child(node, "test_suite_config")
     top = found[1] if found else None
     suite = doc.test_suite_config
+
+    def selectors(block: Selectors | None, parent: Any, key: str) -> None:
+        found = _child(parent, key) if block is not None and parent is not None else None
+        for side in ("include", "exclude"):
+            nodes = items(found[1], side) if found else []
+            for item, inode in zip(getattr(block, side, ()), nodes, strict=False):
+                item._origin = f"{path}:{inode.start_mark.line + 1}"
+
+    selectors(suite.test_selectors, top, "test_selectors")
     for f, fnode in zip(suite.files, items(top, "files"), strict=False):
         f._origin = f"{path}:{fnode.start_mark.line + 1}"
         for t, tnode in zip(f.tests, items(fnode, "tests"), strict=False):
             t._origin = f"{path}:{tnode.start_mark.line + 1}"
+            selectors(t.selectors, tnode, "selectors")
             found = _child(tnode, "edits")
             enode = found[1] if found else None
             for axis in ("ops", "modules"):
@@ -477,6 +488,8 @@ def _compose(base: TestSuiteConfig, child: TestSuiteConfig) -> TestSuiteConfig:
         files=[*base.files, *child.files],
         **{"global": g},
         timeout=child.timeout if child.timeout is not None else base.timeout,
+        test_selectors=child.test_selectors or base.test_selectors,
+        op_map=child.op_map or base.op_map,
     )
 
 
@@ -491,6 +504,8 @@ def _load_doc(
     for f in suite.files:
         if not f.path.startswith("${") and not os.path.isabs(f.path):
             f.path = str(path.parent / f.path)
+    if suite.op_map is not None and not os.path.isabs(suite.op_map):
+        suite.op_map = str(path.parent / suite.op_map)
     composed: TestSuiteConfig | None = None
     for i, ext in enumerate(suite.extends):
         target = (path.parent / ext).resolve()
@@ -664,17 +679,6 @@ def load_config(
                         Problem(tfile, int(tline), 0, f"files[{i}].tests[{j}].names[{k}]", str(e))
                     )
             patterns.append((t, tuple(compiled)))
-            if t.selectors is not None:
-                cfg.warnings.append(
-                    Problem(
-                        tfile,
-                        int(tline),
-                        0,
-                        f"files[{i}].tests[{j}].selectors",
-                        "Torch Spyre's planned 'selectors' are accepted but not applied yet: "
-                        "every variant the names match gets this entry's mode",
-                    )
-                )
             if t.edits and t.edits.functions:
                 cfg.warnings.append(
                     Problem(

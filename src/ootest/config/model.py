@@ -26,6 +26,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    StrictBool,
     field_validator,
     model_validator,
 )
@@ -515,6 +516,108 @@ class Edits(_Strict):
 _MARK = re.compile(r"[\w:+\-./]+")
 
 
+# ------------------------------------------------------------------ selectors
+# Note [Selectors]
+# Torch Spyre's test selectors (torch-spyre issue #1161): a block of
+# ``include`` and ``exclude`` lists; OR between the items of a list, AND between
+# the keys of one item. ``has_ops`` and ``ops_in_supported`` need evidence of
+# the ops a variant calls: ootest reads them from the op map (docs/opmap.md).
+# Evidence the op map cannot give (a variant it never captured, one whose ops
+# may differ per device, a partial op set that cannot prove a negative) makes
+# a key *unknown*, and an unknown match keeps the variant: missing evidence
+# means "run more", never "skip more". ootest.opmap.selectors decides.
+SELECTOR_KEYS = ("has_ops", "ops_in_supported", "markers", "name_patterns")
+
+
+class SelectorItem(_Strict):
+    """One selector: every key given must hold (AND)."""
+
+    has_ops: StrictBool | tuple[str, ...] | None = Field(
+        default=None,
+        description="true: the variant calls at least one aten op (op map evidence); false: "
+        "it calls none; a list (ootest): it calls any of these ops (overload or packet, as "
+        "`ootest ops tests-for` takes them).",
+    )
+    ops_in_supported: StrictBool | None = Field(
+        default=None,
+        description="true: every op the variant calls is in global.supported_ops (emu's rule, "
+        "as `ootest ops missing --config`); false: at least one is not.",
+    )
+    markers: tuple[str, ...] | None = Field(
+        default=None, description="The variant carries any of these pytest marks."
+    )
+    name_patterns: tuple[str, ...] | None = Field(
+        default=None,
+        description="Shell-style globs; the test's name (test_conv2d_emu_float32) or "
+        "'Class::name' matches any of them.",
+    )
+    _origin: str = PrivateAttr(default="")
+
+    @property
+    def origin(self) -> str:
+        private = self.__pydantic_private__
+        return str(private["_origin"]) if private else ""
+
+    @property
+    def needs_evidence(self) -> bool:
+        return self.has_ops is not None or self.ops_in_supported is not None
+
+    @field_validator("has_ops", mode="before")
+    @classmethod
+    def _op_names(cls, v: Any) -> Any:
+        # One message for the two accepted shapes (not one per union member).
+        from ootest.errors import UserError
+        from ootest.opmap.names import parse_op
+
+        if v is None or isinstance(v, bool):
+            return v
+        if not isinstance(v, list | tuple) or not v or not all(isinstance(n, str) for n in v):
+            shown = "[]" if v == [] else repr(v)
+            raise ValueError(f"expected true, false or a list of op names; found {shown}")
+        for name in v:
+            try:
+                parse_op(name)
+            except UserError as e:
+                raise ValueError(str(e)) from None
+        return tuple(v)
+
+    @field_validator("markers")
+    @classmethod
+    def _mark_names(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for name in v or ():
+            if not _MARK.fullmatch(name):
+                raise ValueError(
+                    f"expected a pytest mark name (letters, digits, _ - . : + /); found {name!r}"
+                )
+        return v
+
+    @model_validator(mode="after")
+    def _some(self) -> SelectorItem:
+        if not self.model_fields_set:
+            raise ValueError(f"expected at least one of {', '.join(SELECTOR_KEYS)}; found none")
+        return self
+
+
+class Selectors(_Strict):
+    """Which variants a config (``test_selectors``) or an entry (``selectors``) takes:
+    those matching any ``include`` item (all, when there is none) and no ``exclude``
+    item."""
+
+    include: list[SelectorItem] = Field(default_factory=list)
+    exclude: list[SelectorItem] = Field(default_factory=list)
+
+    @field_validator("include", "exclude", mode="before")
+    @classmethod
+    def _none(cls, v: Any) -> Any:
+        return [] if v is None else v
+
+    def items(self) -> list[tuple[str, int, SelectorItem]]:
+        """(``include``/``exclude``, index, item) in order."""
+        return [("include", i, s) for i, s in enumerate(self.include)] + [
+            ("exclude", i, s) for i, s in enumerate(self.exclude)
+        ]
+
+
 class TestEntry(_Documented):
     __test__ = False  # not a pytest test class
 
@@ -540,9 +643,10 @@ class TestEntry(_Documented):
     edits: Edits | None = None
     force_xfail: bool = False
     when: When | None = None
-    selectors: dict[str, Any] | None = Field(
+    selectors: Selectors | None = Field(
         default=None,
-        description="Torch Spyre (planned): accepted with a warning, not applied yet.",
+        description="Torch Spyre: the entry applies only to the variants these select "
+        "(see Note [Selectors]); the others fall to other entries or unlisted_test_mode.",
     )
 
     @field_validator("tags", "labels")
@@ -621,6 +725,16 @@ class TestSuiteConfig(_Strict):
     files: list[FileEntry] = Field(default_factory=list)
     global_: GlobalCaps = Field(default_factory=GlobalCaps, alias="global")
     timeout: float | None = Field(default=None, gt=0, description="Per-test timeout, seconds.")
+    test_selectors: Selectors | None = Field(
+        default=None,
+        description="Torch Spyre: variants of the config's files these do not select are "
+        "skipped, with the reason (see Note [Selectors]).",
+    )
+    op_map: str | None = Field(
+        default=None,
+        description="ootest: the op map index (ops.db) that aten__ marks and selectors read, "
+        "relative to this file; --ootest-ops overrides it.",
+    )
 
     @field_validator("extends", mode="before")
     @classmethod

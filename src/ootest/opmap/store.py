@@ -704,6 +704,23 @@ class OpStore:
             end = last.get(int(i), (None, None, None))
             yield str(vid), frozenset(ops.get(int(i), ())), uncertain, *end
 
+    def _ops_by_variant(self) -> dict[int, set[str]]:
+        """Every variant's ops in any mode (names shared, not copied per variant)."""
+        names = dict(self.all_ops())
+        ops: dict[int, set[str]] = {}
+        for v, o in self._conn.execute("SELECT variant, op FROM edge"):
+            ops.setdefault(int(v), set()).add(names[int(o)])
+        return ops
+
+    def op_sets(self) -> Iterator[tuple[str, frozenset[str], bool, bool]]:
+        """Per variant: (variant ID, every op it calls in any mode, whether its ops may
+        differ per device, whether the set may stop short: no capture ran it to a pass)."""
+        ops = self._ops_by_variant()
+        for i, vid, db, va, pa in self._conn.execute(
+            "SELECT id, variant_id, device_branch, varies, partial FROM variant ORDER BY id"
+        ):
+            yield str(vid), frozenset(ops.get(int(i), ())), bool(db or va), bool(pa)
+
     def variant_count(self) -> int:
         return int(self._conn.execute("SELECT count(*) FROM variant").fetchone()[0])
 

@@ -7,11 +7,15 @@ follow emu's rule (Note [Op names in the op map]). None of them imports torch.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ootest.errors import UserError
 from ootest.opmap.names import SupportSet, parse_op
+
+if TYPE_CHECKING:
+    from ootest.config.model import OpRef
 
 
 def from_file(path: str | os.PathLike[str]) -> SupportSet:
@@ -104,14 +108,23 @@ def from_config(path: str | os.PathLike[str]) -> tuple[SupportSet, list[str]]:
             "none, so the config allows every op and nothing is missing. Declare the ops the "
             "backend supports under test_suite_config.global.supported_ops"
         )
+    return from_refs(refs, str(p))
+
+
+def from_refs(refs: Iterable[OpRef] | None, source: str) -> tuple[SupportSet, list[str]]:
+    """Support rules from a config's composed ``supported_ops`` (None: the config
+    declares none, so every op is allowed), and notes on names that are not aten
+    op names."""
+    if refs is None:
+        return SupportSet(source, everything=True), []
     names: list[str] = []
     notes: list[str] = []
     for ref in refs:
         try:
             parse_op(ref.name)
         except UserError:
-            where = ref.origin or str(p)
+            where = ref.origin or source
             notes.append(f"{where}: {ref.name!r} is not an aten op name; it matches no recorded op")
             continue
         names.append(ref.name)
-    return SupportSet.from_names(names, str(p)), notes
+    return SupportSet.from_names(names, source), notes

@@ -121,6 +121,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         "ootest_resume",
         "ootest_shard",
         "ootest_variants",
+        "ootest_ops",
     )
     if not cfg_path and not device and not any(getattr(ns, o, None) for o in others):
         return

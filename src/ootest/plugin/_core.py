@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,7 @@ from ootest.record.shard import ShardSpec, assign, durations_from
 
 if TYPE_CHECKING:  # pydantic and PyYAML load only when a config must be read
     from ootest.config.load import Config, ResolvedFile
+    from ootest.plugin.selection import Selection
 
 OUTCOME = pytest.StashKey[Outcome]()
 FACTS = pytest.StashKey[Facts]()
@@ -161,6 +163,7 @@ class OotestPlugin:
     _outcome_marks: dict[tuple[str, str], pytest.MarkDecorator] = field(default_factory=dict)
     _decided: list[pytest.Item] = field(default_factory=list)  # items with stashed records
     op_marks: dict[str, tuple[str, ...]] | None = None  # variant ID -> aten__ marks (--ootest-ops)
+    selection: Selection | None = None  # the config's selectors (Note [Selectors])
 
     # ------------------------------------------------------------------ setup
     @classmethod
@@ -182,6 +185,11 @@ class OotestPlugin:
                 plan = Plan.compile(cfg, ctx, Injector.needed(cfg))
                 if cache is not None:
                     cache.start(plan)
+            if plan.selectors:  # decided afresh (Note [Plan cache]), with the config
+                cache = None
+                if cfg is None or not plan.pattern_ids:
+                    cfg = _load(cfg_path)
+                    plan = Plan.compile(cfg, ctx, Injector.needed(cfg))
         device = device or (plan.device if plan else None)
         spec = DeviceSpec.parse(device) if device else None
         if spec is not None:
@@ -220,9 +228,20 @@ class OotestPlugin:
             timeout=float(timeout) if timeout else None,
             state_dir=Path(state) if state else None,
         )
-        ops_db = getattr(ns, "ootest_ops", None)
+        ops_db, given_by = getattr(ns, "ootest_ops", None), "--ootest-ops"
+        if not ops_db and plan is not None and plan.op_map:
+            ops_db, given_by = plan.op_map, f"{plan.source}: op_map"
+        evidence = None
         if ops_db:
-            plugin.op_marks = _op_marks(Path(ops_db))
+            from ootest.plugin.selection import aten_marks, load_evidence
+
+            evidence = load_evidence(Path(ops_db), given_by)
+            plugin.op_marks = aten_marks(evidence)
+        if plan is not None and plan.selectors:
+            from ootest.plugin.selection import Selection
+
+            assert cfg is not None
+            plugin.selection = Selection.create(cfg, evidence)
         dump = getattr(ns, "ootest_variants", None)
         if dump:
             config.pluginmanager.register(VariantDump(Path(dump), plugin), "ootest-variants")
@@ -500,7 +519,15 @@ class OotestPlugin:
 
         assert self.cfg is not None and self.plan is not None
         caps = self.cfg.suite.global_
-        d = decide(rf, caps, v, self.ctx)
+        sel = self.selection
+        aten = self.op_marks.get(v.variant_id, ()) if self.op_marks is not None else ()
+        admit = None
+        if sel is not None and sel.entries:
+            # an entry's selectors read the marks known before any entry decides
+            known = [f"label__{x}" for x in (*self.plan.labels, *rf.entry.labels)]
+            before = sel.facts(item, v, (*marks, *aten, *known))
+            admit = partial(sel.admit, facts=before)
+        d = decide(rf, caps, v, self.ctx, admit)
         pids = self.plan.pattern_ids
         prec = d.precision
         outcome = Outcome(
@@ -519,6 +546,20 @@ class OotestPlugin:
             marks = unique(
                 [*marks, *(f"tag__{t}" for t in d.tags), *(f"label__{x}" for x in labels)]
             )
+        if sel is not None and sel.top is not None and outcome.mode != "skip":
+            verdict = sel.decide_top(sel.facts(item, v, (*marks, *aten)))
+            if not verdict.selected:
+                outcome = Outcome(
+                    "skip",
+                    f"left out by test_selectors: {verdict.why}",
+                    verdict.origin,
+                    None,
+                    "selector",
+                    None,
+                    None,
+                    outcome.matched,
+                    False,
+                )
         return facts, outcome, marks
 
     def _apply(self, item: pytest.Item, d: Outcome) -> None:
@@ -732,6 +773,8 @@ class OotestPlugin:
             )
         for w in self.plan.warnings:
             tr.write_line(f"ootest: note: {w}", yellow=True)
+        for line in self.selection.summary() if self.selection is not None else ():
+            tr.write_line(f"ootest: {line}")
         for key, st in sorted(self.stats.items()):
             if self.device is not None and st.device_variants == 0:
                 tr.write_line(
@@ -758,19 +801,6 @@ def _axis_marks(v: Variant) -> tuple[str, ...]:
     ops = (f"op__{op}" for op in (v.op_name, v.op) if op)
     module = (f"module__{v.module}",) if v.module else ()
     return unique([*ops, *(f"dtype__{dt}" for dt in v.dtypes), *module])
-
-
-def _op_marks(path: Path) -> dict[str, tuple[str, ...]]:
-    """``aten__<op>`` marks per variant ID: the op packets the op map saw it call
-    (``aten::add.Tensor`` -> ``aten__add``), so ``-m aten__mm`` selects by evidence."""
-    from ootest.opmap.store import OpStore
-
-    out: dict[str, tuple[str, ...]] = {}
-    with OpStore.open(path) as store:
-        for vid, ops, *_ in store.evidence():
-            packets = {o.partition(".")[0].replace("::", "__") for o in ops}
-            out[vid] = tuple(sorted(packets))
-    return out
 
 
 def _drop(stash: pytest.Stash, key: pytest.StashKey[Any]) -> None:

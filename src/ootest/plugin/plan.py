@@ -26,6 +26,8 @@ Python's own bytecode cache checks) and the
 same node ID is collected again; a node ID not in the cache is decided from the
 config (loaded then) and added. Test IDs carry the op, dtype and module, so an
 OpInfo or ``@dtypes`` change elsewhere yields new IDs, not stale records.
+A config with selectors (Note [Selectors]) keeps no records: its decisions also
+depend on the op map and on marks, so they are made afresh every run.
 ``--ootest-no-cache`` or ``OOTEST_NO_CACHE=1`` turns the cache off.
 """
 
@@ -52,7 +54,7 @@ from ootest.config.when import Context
 if TYPE_CHECKING:
     from ootest.config.load import Config
 
-FORMAT = 1
+FORMAT = 2
 _DAY = 86400.0
 
 _MARK_TEXT = {
@@ -142,6 +144,8 @@ class Plan:
     sources: tuple[tuple[str, str], ...]  # (config file, hash of its contents)
     resolved: tuple[tuple[str, tuple[str, ...]], ...]
     ctx: tuple[str | None, str]
+    selectors: bool  # test_selectors or an entry's selectors: decided afresh every run
+    op_map: str | None  # the config's op_map (absolute)
     pattern_ids: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
     """id(NamePattern) -> pattern id, for deciding with the Config (not stored)."""
 
@@ -175,6 +179,9 @@ class Plan:
             sources=tuple((str(p), digest(str(p))) for p in cfg.sources),
             resolved=tuple(cfg.resolved),
             ctx=(ctx.torch_version, ctx.platform),
+            selectors=suite.test_selectors is not None
+            or any(t.selectors is not None for f in suite.files for t in f.tests),
+            op_map=suite.op_map,
             pattern_ids=ids,
         )
 
