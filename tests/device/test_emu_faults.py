@@ -235,6 +235,7 @@ def test_fault_on_an_op_the_profile_does_not_enable(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow  # minutes: the whole example suite on emu
 def test_example_suite_on_faulty_shows_each_fault(tmp_path: Path) -> None:
     res = tmp_path / "r.jsonl"
     r = ootest(

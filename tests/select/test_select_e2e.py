@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, ootest, run
 
 
@@ -17,6 +19,7 @@ def _ok(r: object) -> str:
     return str(getattr(r, "stdout", ""))
 
 
+@pytest.mark.slow  # minutes: the whole example suite on emu, several rounds
 def test_capture_select_run_refine_converges(tmp_path: Path) -> None:
     env = {"OOTEST_ROOT": str(ROOT)}
     ops, variants, suite = tmp_path / "ops.db", tmp_path / "v.jsonl", tmp_path / "suite.yaml"
