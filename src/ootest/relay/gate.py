@@ -13,11 +13,9 @@ import os
 import re
 import secrets
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from ootest.config.model import RelayPolicy, check_device_name
 from ootest.errors import UserError
 
 MAX_CLIENT_PAYLOAD = 65_535  # GitHub's cap on repository_dispatch client_payload
@@ -32,32 +30,6 @@ PR_ACTIONS = ("opened", "reopened", "synchronize", "closed")
 
 class EnvelopeError(UserError):
     """The dispatch envelope is malformed or not from pytorch/pytorch."""
-
-
-class RelayPolicy(BaseModel):
-    """The ``relay:`` section of an ootest config."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    device: str = Field(default="emu", pattern=r"^[a-z0-9_-]{1,40}$")
-    pr_actions: list[str] = Field(default_factory=lambda: ["opened", "reopened", "synchronize"])
-    pr_label: str | None = Field(
-        default="ciflow/crcr/{device}",
-        description="label a PR must carry to run (L3); null runs every PR (L4)",
-    )
-    landed: bool = Field(default=True, description="build PRs when they land")
-    branches: list[str] = Field(default_factory=lambda: ["main"])
-    release_branches: bool = Field(default=True, description="also track release/X.Y")
-    push_branches: list[str] = Field(default_factory=lambda: ["main"])
-    push_tags: list[str] = Field(default_factory=lambda: ["ciflow/*"])
-
-    def label(self) -> str | None:
-        return self.pr_label.format(device=self.device) if self.pr_label else None
-
-    def tracked(self, branch: str) -> bool:
-        return branch in self.branches or (
-            self.release_branches and _RELEASE.match(branch) is not None
-        )
 
 
 @dataclass
@@ -233,23 +205,18 @@ def write_github_output(values: dict[str, str], path: str | os.PathLike[str]) ->
 
 
 def load_policy(config: str | None, device: str | None) -> RelayPolicy:
-    """The ``relay:`` section of a config (read without resolving test files)."""
-    data: dict[str, Any] = {}
+    """The policy in a config's ``relay:`` section, read by the config loader (one
+    model, one set of checks: ``ootest config validate`` reports what this refuses);
+    ``device`` (``--device``) overrides its device."""
+    policy = RelayPolicy()
     if config:
-        import yaml
+        from ootest.config.load import load_relay
 
-        try:
-            doc = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise UserError(f"{config}: cannot read the relay policy: {e}") from None
-        data = dict(doc.get("relay") or {}) if isinstance(doc, dict) else {}
+        policy = load_relay(config)
     if device:
-        data["device"] = device
-    from pydantic import ValidationError
-
-    try:
-        return RelayPolicy.model_validate(data)
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        raise UserError(f"{config or 'policy'}: relay.{where}: {first['msg']}") from None
+        try:
+            check_device_name(device)
+        except ValueError as e:
+            raise UserError(f"--device: {e}") from None
+        policy = policy.model_copy(update={"device": device})
+    return policy

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ootest.config.model import DEVICE_NAME
 from ootest.errors import UserError
 
 CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683  # v4.2.2"
@@ -173,13 +174,12 @@ echo "scripts/crcr_nightly_sha.sh: print run=true and sha=<40-hex> here" >&2
 exit 1
 """
 
-_NAME = re.compile(r"[a-z0-9_]{1,40}\Z")
-
 
 def init(directory: Path, device: str, module: str, shards: int, force: bool) -> list[Path]:
-    if not _NAME.match(device):
+    if not DEVICE_NAME.fullmatch(device):  # the relay policy's rule (config/model.py)
         raise UserError(
-            f"--device: expected a backend name like 'spyre' ([a-z0-9_]), found {device!r}"
+            "--device: expected a backend name like 'spyre' (1-40 characters from "
+            f"[a-z0-9_-]), found {device!r}"
         )
     if not re.match(r"[A-Za-z_][A-Za-z0-9_.]*\Z", module):
         raise UserError(f"--module: expected a Python module name, found {module!r}")
