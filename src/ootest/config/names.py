@@ -33,7 +33,8 @@ Python's backtracking engine. Every pattern must therefore be valid RE2 syntax (
 backreferences, no lookaround) and is matched by RE2 (linear time), except patterns
 with at most one quantifier applied to a single character, class or ``.`` (and no
 group under it), which Python's ``re`` matches in O(n) per start position and about
-ten times faster per call than RE2's Python binding. That covers the common forms
+ten times faster per call than RE2's Python binding, provided there is at most
+one ``|`` (alternatives multiply the ways to try). That covers the common forms
 (``TestOps::test_min_keepdim.*``, ``TestOps::test_(sqrt|rsqrt).*``).
 """
 
@@ -80,13 +81,16 @@ def compile_name_regex(text: str) -> Regex:
             "expected a regular expression without backreferences or lookaround (names are "
             f"matched in linear time); found {text!r} ({why})"
         ) from None
-    return rx if _one_simple_quantifier(text) else linear
+    return rx if _backtracks_little(text) else linear
 
 
-def _one_simple_quantifier(text: str) -> bool:
-    """At most one of ``* + ? {`` and, if there is one, not after a group: then a
-    backtracking engine does O(n) work per start position. Counted on the raw text
-    (escaped or in a class too), which only sends more patterns to RE2."""
+def _backtracks_little(text: str) -> bool:
+    """At most one ``|`` (``(a|a)(a|a)...`` tries 2**k ways) and at most one of
+    ``* + ? {``, not after a group: then a backtracking engine does O(n) work per
+    start position. Counted on the raw text (escaped or in a class too), which
+    only sends more patterns to RE2."""
+    if text.count("|") > 1:
+        return False
     quantifiers = [i for i, c in enumerate(text) if c in "*+?{"]
     if not quantifiers:
         return True
@@ -199,7 +203,7 @@ class NamePattern:
     @classmethod
     def parse(cls, raw: str) -> NamePattern:
         text = raw.strip()
-        pm = _PLAIN.match(text)
+        pm = None if text.endswith("]") else _PLAIN.match(text)
         if pm is not None:  # most names: Class::method or method
             name = pm.group("cls")
             return cls(raw, "exact" if name else "bare", cls=name, method=pm.group("meth"))
