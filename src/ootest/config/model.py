@@ -633,7 +633,7 @@ class TestSuiteConfig(_Strict):
     labels: list[str] = Field(default_factory=list)
     files: list[FileEntry] = Field(default_factory=list)
     global_: GlobalCaps = Field(default_factory=GlobalCaps, alias="global")
-    timeout: Number | None = Field(default=None, gt=0, description="Per-test timeout, seconds.")
+    timeout: float | None = Field(default=None, gt=0, description="Per-test timeout, seconds.")
 
     @field_validator("extends", mode="before")
     @classmethod
