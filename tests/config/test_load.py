@@ -183,21 +183,24 @@ CASES = [
     (
         BASE + "        - names: ['re:test_(']\n          mode: skip\n",
         [
-            "c.yaml:5: files[0].tests[0].names[0]: expected a valid regular expression after "
+            "c.yaml:5:19: test_suite_config.files[0].tests[0].names[0]: "
+            "expected a valid regular expression after "
             "'re:'; found 'test_(' (missing ), unterminated subpattern at position 5)"
         ],
     ),
     (
         BASE + "        - names: ['A::test a']\n          mode: skip\n",
         [
-            "c.yaml:5: files[0].tests[0].names[0]: expected 'Class::test_method', 'test_method' "
+            "c.yaml:5:19: test_suite_config.files[0].tests[0].names[0]: "
+            "expected 'Class::test_method', 'test_method' "
             "or 're:<regex>'; found 'A::test a'"
         ],
     ),
     (
         BASE + "        - names: ['A::test_(x']\n          mode: skip\n",
         [
-            "c.yaml:5: files[0].tests[0].names[0]: expected a pattern matching the whole "
+            "c.yaml:5:19: test_suite_config.files[0].tests[0].names[0]: "
+            "expected a pattern matching the whole "
             "'Class::test_method' (a regular expression); found 'A::test_(x' (missing ), "
             "unterminated subpattern at position 8)"
         ],
@@ -205,7 +208,8 @@ CASES = [
     (
         BASE + "        - names: ['A::t[op]']\n          mode: skip\n",
         [
-            "c.yaml:5: files[0].tests[0].names[0]: expected 'key=value' pairs in the variant "
+            "c.yaml:5:19: test_suite_config.files[0].tests[0].names[0]: "
+            "expected 'key=value' pairs in the variant "
             "filter of 'A::t[op]'; found 'op'"
         ],
     ),
@@ -259,33 +263,40 @@ CASES = [
     (
         "test_suite_config:\n  files:\n    - path: ${NOPE_UNSET_VAR}/t.py\n",
         [
-            "c.yaml:3: files[0].path: undefined variable ${NOPE_UNSET_VAR} in path "
+            "c.yaml:3:13: test_suite_config.files[0].path: "
+            "undefined variable ${NOPE_UNSET_VAR} in path "
             "'${NOPE_UNSET_VAR}/t.py'; export NOPE_UNSET_VAR=... or remove it from the path"
         ],
     ),
     (
         "test_suite_config:\n  files:\n    - path: ${TORCH_ROOT}/test/t.py\n",
         [
-            "c.yaml:3: files[0].path: undefined variable ${TORCH_ROOT} in path "
+            "c.yaml:3:13: test_suite_config.files[0].path: "
+            "undefined variable ${TORCH_ROOT} in path "
             "'${TORCH_ROOT}/test/t.py'; export TORCH_ROOT=/path/to/pytorch (a checkout whose test/ "
             "folder holds the upstream tests; PYTORCH_ROOT works too)"
         ],
     ),
     (
         "test_suite_config:\n  files:\n    - path: ${1bad}/t.py\n",
-        ["c.yaml:3: files[0].path: expected a variable name in ${...}; found '1bad'"],
+        [
+            "c.yaml:3:13: test_suite_config.files[0].path: "
+            "expected a variable name in ${...}; found '1bad'"
+        ],
     ),
     (
         "test_suite_config:\n  files:\n    - path: missing_file.py\n",
         [
-            "c.yaml:3: files[0].path: expected an existing test file; found nothing at "
+            "c.yaml:3:13: test_suite_config.files[0].path: "
+            "expected an existing test file; found nothing at "
             "missing_file.py"
         ],
     ),
     (
         "test_suite_config:\n  files:\n    - path: 'nothing_*.py'\n",
         [
-            "c.yaml:3: files[0].path: expected the glob 'nothing_*.py' to match test "
+            "c.yaml:3:13: test_suite_config.files[0].path: "
+            "expected the glob 'nothing_*.py' to match test "
             "files; it matches none"
         ],
     ),
@@ -452,7 +463,7 @@ def test_fast_yaml_build_equals_pyyaml(text: str) -> None:
     try:
         node = loader.get_single_node()
         try:
-            data, _ = L._construct(loader, node)
+            data, _ = L._construct(loader, node, 10_000)
         except L._Unusual:
             data = loader.construct_document(node)
     finally:

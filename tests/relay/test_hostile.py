@@ -421,18 +421,15 @@ def test_init_and_policy_share_the_device_rule(tmp_path: Path, name: str, ok: bo
 
 def test_policy_file_errors_are_one_line(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("relay: [1, 2]\n")
+    cfg.write_text("test_suite_config: {}\nrelay: [1, 2]\n")
+    with pytest.raises(UserError) as e:
+        load_policy(str(cfg), None)
+    assert str(e.value) == f"{cfg}:2:1: relay: expected a mapping; found a list"
+    cfg.write_text("test_suite_config: {}\nrelay:\n  device: my-dev\n")
     with pytest.raises(UserError) as e:
         load_policy(str(cfg), None)
     assert str(e.value) == (
-        f"{cfg}: relay: expected a mapping of policy keys, found a list of 2 items; "
-        "write relay: as key: value lines (see docs/relay.md)"
-    )
-    cfg.write_text("relay:\n  device: my-dev\n")
-    with pytest.raises(UserError) as e:
-        load_policy(str(cfg), None)
-    assert str(e.value) == (
-        f"{cfg}: relay.device: expected {names.DEVICE_NAME_RULE}, found 'my-dev'; fix it in {cfg}"
+        f"{cfg}:3:11: relay.device: expected {names.DEVICE_NAME_RULE}; found 'my-dev'"
     )
 
 

@@ -160,39 +160,12 @@ class _RichReporter:
             self.progress.stop()
 
 
-def check_device(device: str) -> None:
-    """UserError unless ``device`` names an emu profile or an importable module (checked
-    here, before any child starts; the children check it again when they load it)."""
-    import importlib.util
-
-    from ootest.device.emu import read_profile
-    from ootest.errors import UserError
-
-    text = device.strip()
-    if text == "emu" or text.startswith("emu:"):
-        read_profile(text.partition(":")[2] or "young")  # DeviceError (a UserError) if unknown
-        return
-    mod, sep, name = text.partition(":")
-    if not sep or not mod or not name:
-        raise UserError(
-            f"--device: expected 'emu', 'emu:<profile>' or '<module>:<backend name>' "
-            f"(e.g. torch_spyre:spyre); found {device!r}"
-        )
-    try:
-        found = importlib.util.find_spec(mod)
-    except (ImportError, ValueError):
-        found = None
-    if found is None:
-        raise UserError(
-            f"--device {device}: no module {mod!r} in this environment; install the backend "
-            "package, or use 'emu[:profile]'"
-        )
-
-
 def build(args: argparse.Namespace) -> int:
     from ootest.memory import BuildOptions, build_index
 
     if args.device:
+        from ootest.device import check_device
+
         check_device(args.device)
     opts = BuildOptions(
         roots=tuple(args.roots),

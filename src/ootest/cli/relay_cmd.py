@@ -109,7 +109,7 @@ def init_cmd(args: argparse.Namespace) -> int:
     written = init(
         Path(args.dir),
         args.device,
-        args.module or f"torch_{args.device}",
+        args.module or "torch_" + args.device.replace("-", "_"),
         max(1, args.shards),
         args.force,
         runs_on=args.runs_on,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import math
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -27,9 +27,12 @@ from pydantic import (
     Field,
     PrivateAttr,
     StrictBool,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
+
+from ootest.relay import names
 
 Mode = Literal["mandatory_success", "xfail", "xfail_strict", "skip"]
 MODES: tuple[str, ...] = ("mandatory_success", "xfail", "xfail_strict", "skip")
@@ -60,9 +63,18 @@ class _Documented(_Strict):
     )
 
 
+# YAML 1.1 (PyYAML) reads `1e-3` as a string, which the models accept as a number;
+# the JSON Schema says so too (Torch Spyre's configs write tolerances that way).
+_NUMBER_TEXT = r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"
+Number = Annotated[
+    float,
+    WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string", "pattern": _NUMBER_TEXT}]}),
+]
+
+
 class Precision(_Strict):
-    atol: float | None = Field(default=None, description="Absolute tolerance override.")
-    rtol: float | None = Field(default=None, description="Relative tolerance override.")
+    atol: Number | None = Field(default=None, description="Absolute tolerance override.")
+    rtol: Number | None = Field(default=None, description="Relative tolerance override.")
 
 
 class When(_Strict):
@@ -398,26 +410,35 @@ class InputConfig(_Strict):
     )
 
 
-class DtypeRef(_Documented):
+class _Named(_Documented):
+    """An entry with a ``name``; a plain string is short for ``{name: ...}``
+    (``supported_ops: [add, mul]``), in every list of such entries."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, v: Any) -> Any:
+        return {"name": v} if isinstance(v, str) else v
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core: Any, handler: Any) -> Any:
+        return {"anyOf": [handler(core), {"type": "string"}]}
+
+
+class DtypeRef(_Named):
     name: str = Field(description="dtype name as in torch, e.g. float16, bfloat16, int64.")
     precision: Precision | None = None
     force_xfail: bool = Field(default=False, description="Variants of this dtype become xfail.")
 
 
-class OpRef(_Documented):
+class OpRef(_Named):
     name: str = Field(description="OpInfo name, e.g. add or nn.functional.relu.")
     dtypes: list[DtypeRef] | None = Field(
         default=None, description="dtypes supported for this op (replaces the global list)."
     )
     force_xfail: bool = Field(default=False, description="Variants of this op become xfail.")
 
-    @field_validator("dtypes", mode="before")
-    @classmethod
-    def _shorthand(cls, v: Any) -> Any:
-        return _named_list(v)
 
-
-class ModuleRef(_Documented):
+class ModuleRef(_Named):
     name: str = Field(description="ModuleInfo name, e.g. nn.Linear.")
     force_xfail: bool = False
 
@@ -429,11 +450,6 @@ class _AxisEdit(_Strict):
 class DtypeEdit(_AxisEdit):
     include: list[DtypeRef] = Field(default_factory=list)
     exclude: list[DtypeRef] = Field(default_factory=list)
-
-    @field_validator("include", "exclude", mode="before")
-    @classmethod
-    def _shorthand(cls, v: Any) -> Any:
-        return _named_list(v)
 
 
 class OpInclude(OpRef):
@@ -662,6 +678,9 @@ class TestEntry(_Documented):
 
 
 class FileEntry(_Documented):
+    # (path as written, file, line, col, key path) of `path:`, filled in by the loader.
+    _path_at: tuple[str, str, int, int, str] = PrivateAttr(default=("", "", 0, 0, "path"))
+
     path: str = Field(description="Test file; ${VAR} expanded, globs allowed.")
     unlisted_test_mode: Mode = Field(
         default="skip", description="Outcome for every test no entry names (default: skip)."
@@ -681,16 +700,11 @@ class FileEntry(_Documented):
     )
     when: When | None = None
 
-
-def _named(value: Any) -> Any:
-    # Lists of dtypes, ops and modules accept a plain name as shorthand for {name: ...}.
-    if isinstance(value, str):
-        return {"name": value}
-    return value
-
-
-def _named_list(value: Any) -> Any:
-    return [_named(x) for x in value] if isinstance(value, list) else value
+    @property
+    def path_at(self) -> tuple[str, str, int, int, str]:
+        """(``path`` as written, file, line, col, full key path): where problems point."""
+        private = self.__pydantic_private__
+        return private["_path_at"] if private else (self.path, "", 0, 0, "path")
 
 
 class GlobalCaps(_Strict):
@@ -706,18 +720,19 @@ class GlobalCaps(_Strict):
         default=None, description="How model-derived inputs are generated (seed)."
     )
 
-    @field_validator("supported_dtypes", "supported_ops", "supported_modules", mode="before")
-    @classmethod
-    def _shorthand(cls, v: Any) -> Any:
-        return _named_list(v)
-
 
 class TestSuiteConfig(_Strict):
     __test__ = False
 
-    extends: list[str] = Field(
-        default_factory=list, description="Config files whose content this one builds on."
-    )
+    extends: Annotated[
+        list[str],
+        WithJsonSchema(
+            {
+                "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+                "description": "Config files (one, or a list) whose content this one builds on.",
+            }
+        ),
+    ] = Field(default_factory=list)
     device: str | None = Field(
         default=None, description="Device to run on: 'emu[:profile]' or 'module:name'."
     )
@@ -772,9 +787,54 @@ class CasesDocument(_Strict):
 CASES_KEYS = ("model", "default", "defaults", "cases")
 
 
+# --------------------------------------------------------------- relay policy
+# The device-name rule is defined once, in ootest.relay.names (Note [Device names]).
+
+_RELEASE = re.compile(r"release/\d+\.\d+\Z")
+
+
+def check_device_name(name: str) -> str:
+    if not names.is_device_name(name):
+        raise ValueError(f"expected {names.DEVICE_NAME_RULE}; found {name!r}")
+    return name
+
+
+class RelayPolicy(_Strict):
+    """The ``relay:`` section of an ootest config: which dispatches are worth a build."""
+
+    device: str = Field(
+        default="emu",
+        description="names the label ciflow/crcr/<device>",
+        json_schema_extra={"pattern": names.DEVICE_NAME_PATTERN},
+    )
+    pr_actions: list[str] = Field(default_factory=lambda: ["opened", "reopened", "synchronize"])
+    pr_label: str | None = Field(
+        default="ciflow/crcr/{device}",
+        description="label a PR must carry to run (L3); null runs every PR (L4)",
+    )
+    landed: bool = Field(default=True, description="build PRs when they land")
+    branches: list[str] = Field(default_factory=lambda: ["main"])
+    release_branches: bool = Field(default=True, description="also track release/X.Y")
+    push_branches: list[str] = Field(default_factory=lambda: ["main"])
+    push_tags: list[str] = Field(default_factory=lambda: ["ciflow/*"])
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        return check_device_name(v)
+
+    def label(self) -> str | None:
+        return self.pr_label.format(device=self.device) if self.pr_label else None
+
+    def tracked(self, branch: str) -> bool:
+        return branch in self.branches or (
+            self.release_branches and _RELEASE.match(branch) is not None
+        )
+
+
 class Document(_Strict):
     test_suite_config: TestSuiteConfig
-    relay: dict[str, Any] | None = Field(
+    relay: RelayPolicy | None = Field(
         default=None, description="CRCR relay policy (see `ootest relay`)."
     )
     # Torch Spyre's model-case part of the file (top-level `cases`), if it has one.

@@ -6,12 +6,12 @@ paths of a cached plan to check that it still names the same test files.
 
 from __future__ import annotations
 
-import glob
+import fnmatch
 import importlib.util
 import os
 import re
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ootest.record.identity import FileKeys, template_roots
@@ -93,12 +93,130 @@ def is_glob(text: str) -> bool:
     return any(c in text for c in "*?[")
 
 
-def matches(text: str) -> list[str]:
+def env_limit(name: str, default: int) -> int:
+    """A bound on reading configs, from the environment variable ``name`` (see Note
+    [Config bounds] in config/load.py). Raises ValueError saying what was found."""
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return default
+    try:
+        n = int(value.replace("_", "").replace(",", ""))
+    except ValueError:
+        n = -1
+    if n < 1:
+        raise ValueError(f"{name}: expected a whole number; found {value!r}")
+    return n
+
+
+GLOB_LIMIT = ("OOTEST_CONFIG_MAX_GLOB", 100_000)
+"""Files and folders one ``files[].path`` glob may look at."""
+
+
+class GlobLimit(ValueError):
+    """A glob looked at more files and folders than its bound allows."""
+
+
+def glob_prefix(text: str) -> str:
+    """The folder a glob searches: its components before the first with a wildcard."""
+    parts = text.split(os.sep)
+    fixed = []
+    for part in parts[:-1]:
+        if is_glob(part):
+            break
+        fixed.append(part)
+    return os.sep.join(fixed) or (os.sep if text.startswith(os.sep) else os.curdir)
+
+
+def glob_outside(text: str, root: str) -> str | None:
+    """The folder a glob would search when it lies outside ``root`` (absolute
+    paths elsewhere, ``..`` escapes), else None."""
+    prefix = glob_prefix(text)
+    where, top = os.path.abspath(prefix), os.path.abspath(root)
+    try:
+        inside = os.path.commonpath([where, top]) == top
+    except ValueError:  # different drives
+        inside = False
+    return None if inside else prefix
+
+
+def matches(text: str, limit: int | None = None) -> list[str]:
     """The test files an expanded path names: its glob hits (sorted), or itself
-    if it is a file, or nothing."""
+    if it is a file, or nothing. A glob looks at no more than ``limit`` files
+    and folders (default: ``$OOTEST_CONFIG_MAX_GLOB``) or raises GlobLimit."""
     if is_glob(text):
-        return sorted(glob.glob(text, recursive=True))
+        bound = env_limit(*GLOB_LIMIT) if limit is None else limit
+        return sorted(_Glob(bound).iglob(text, dironly=False))
     return [text] if os.path.isfile(text) else []
+
+
+class _Glob:
+    """``glob.glob(pattern, recursive=True)`` (same results) that counts the
+    directory entries it reads and stops past a bound: ``/**/*.py`` would read
+    the whole file system, and a symlink loop under ``**`` never ends."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.seen = 0
+
+    def iglob(self, pattern: str, dironly: bool) -> Iterator[str]:
+        dirname, basename = os.path.split(pattern)
+        if not is_glob(pattern):
+            if (basename and os.path.lexists(pattern)) or (not basename and os.path.isdir(dirname)):
+                yield pattern
+            return
+        if not dirname:
+            yield from self._in_dir(dirname, basename, dironly)
+            return
+        dirs: Iterable[str] = (
+            self.iglob(dirname, dironly=True)
+            if dirname != pattern and is_glob(dirname)
+            else [dirname]
+        )
+        for d in dirs:
+            if is_glob(basename):
+                names: Iterable[str] = self._in_dir(d, basename, dironly)
+            else:
+                names = [basename] if os.path.lexists(os.path.join(d, basename)) else []
+            for name in names:
+                yield os.path.join(d, name)
+
+    def _in_dir(self, dirname: str, pattern: str, dironly: bool) -> Iterator[str]:
+        if pattern == "**":
+            yield ""
+            yield from self._recurse(dirname, dironly)
+            return
+        names = [name for name, _ in self._list(dirname, dironly)]
+        if not pattern.startswith("."):
+            names = [n for n in names if not n.startswith(".")]
+        yield from fnmatch.filter(names, pattern)
+
+    def _recurse(self, dirname: str, dironly: bool) -> Iterator[str]:
+        for name, is_dir in self._list(dirname, dironly):
+            if name.startswith("."):
+                continue
+            yield name
+            if is_dir:
+                path = os.path.join(dirname, name) if dirname else name
+                for sub in self._recurse(path, dironly):
+                    yield os.path.join(name, sub)
+
+    def _list(self, dirname: str, dironly: bool) -> list[tuple[str, bool]]:
+        try:
+            with os.scandir(dirname or os.curdir) as it:
+                entries = [(e.name, _is_dir(e)) for e in it]
+        except OSError:
+            return []
+        self.seen += len(entries) + 1
+        if self.seen > self.limit:
+            raise GlobLimit(f"looked at more than {self.limit:,} files and folders")
+        return [(n, d) for n, d in entries if d or not dironly]
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def norm(p: str | os.PathLike[str]) -> str:

@@ -194,7 +194,10 @@ class Plan:
         env = paths.environment(Path(self.source), (t for t, _ in self.resolved))
         for template, hits in self.resolved:
             text, missing = paths.expand(template, env)
-            if missing or tuple(paths.matches(text)) != hits:
+            try:
+                if missing or tuple(paths.matches(text)) != hits:
+                    return False
+            except ValueError:  # a glob past its bound (or a bad bound): the loader says so
                 return False
         return True
 

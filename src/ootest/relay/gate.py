@@ -13,11 +13,9 @@ import os
 import re
 import secrets
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from ootest.config.model import RelayPolicy
 from ootest.errors import UserError
 from ootest.relay import limits, names
 from ootest.relay.limits import MAX_DEPTH, describe
@@ -43,34 +41,6 @@ REJECTED = "the CRCR relay never sends this, so the dispatch is rejected and not
 
 class EnvelopeError(UserError):
     """The dispatch envelope is malformed or not from pytorch/pytorch."""
-
-
-class RelayPolicy(BaseModel):
-    """The ``relay:`` section of an ootest config."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    device: str = Field(
-        default="emu", pattern=names.DEVICE_NAME_PATTERN, description=names.DEVICE_NAME_RULE
-    )
-    pr_actions: list[str] = Field(default_factory=lambda: ["opened", "reopened", "synchronize"])
-    pr_label: str | None = Field(
-        default="ciflow/crcr/{device}",
-        description="label a PR must carry to run (L3); null runs every PR (L4)",
-    )
-    landed: bool = Field(default=True, description="build PRs when they land")
-    branches: list[str] = Field(default_factory=lambda: ["main"])
-    release_branches: bool = Field(default=True, description="also track release/X.Y")
-    push_branches: list[str] = Field(default_factory=lambda: ["main"])
-    push_tags: list[str] = Field(default_factory=lambda: ["ciflow/*"])
-
-    def label(self) -> str | None:
-        return self.pr_label.format(device=self.device) if self.pr_label else None
-
-    def tracked(self, branch: str) -> bool:
-        return branch in self.branches or (
-            self.release_branches and _RELEASE.match(branch) is not None
-        )
 
 
 @dataclass
@@ -326,44 +296,19 @@ def write_github_output(values: dict[str, str], path: str | os.PathLike[str]) ->
 
 
 def load_policy(config: str | None, device: str | None) -> RelayPolicy:
-    """The ``relay:`` section of a config (read without resolving test files)."""
-    data: dict[str, Any] = {}
+    """The policy in a config's ``relay:`` section, read by the config loader (one
+    model, one set of checks: ``ootest config validate`` reports what this refuses);
+    ``device`` (``--device``) overrides its device."""
+    policy = RelayPolicy()
     if config:
-        import yaml
+        from ootest.config.load import load_relay
 
-        try:
-            doc = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise UserError(f"{config}: cannot read the relay policy: {e}") from None
-        section = doc.get("relay") if isinstance(doc, dict) else None
-        if not isinstance(section, (dict, type(None))):
-            raise UserError(
-                f"{config}: relay: expected a mapping of policy keys, found {describe(section)}; "
-                "write relay: as key: value lines (see docs/relay.md)"
-            )
-        data = dict(section or {})
+        policy = load_relay(config)
     if device is not None:
         if not names.is_device_name(device):
             raise UserError(
                 f"--device: expected {names.DEVICE_NAME_RULE}, found {describe(device)}; "
                 "pass a name like --device spyre"
             )
-        data["device"] = device
-    from pydantic import ValidationError
-
-    try:
-        return RelayPolicy.model_validate(data)
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        if first["type"] == "extra_forbidden":
-            expected = "one of the policy keys " + ", ".join(RelayPolicy.model_fields)
-            found = "an unknown key"
-        else:
-            msg = str(first["msg"])
-            expected = names.DEVICE_NAME_RULE if where == "device" else msg
-            expected = expected.removeprefix("Input should be ")
-            found = describe(first.get("input"))
-        raise UserError(
-            f"{config}: relay.{where}: expected {expected}, found {found}; fix it in {config}"
-        ) from None
+        policy = policy.model_copy(update={"device": device})
+    return policy

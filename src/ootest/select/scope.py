@@ -2,7 +2,7 @@
 
 Note [Selection scope]
 ``ootest select scope --device D`` asks the backend (in a child process: only
-it imports torch, see ``_probe``) which extension points it hooks:
+it imports torch, see ``ootest.plugin.probe``) which extension points it hooks:
 
 ==============  ===================================================================
 area            hooked when
@@ -166,7 +166,7 @@ def detection_from(data: dict[str, Any], where: str) -> Detection:
 
 def detect(device: str, timeout: float = 900.0) -> Detection:
     """Probe ``device`` in a child process (the only one that imports torch)."""
-    cmd = [sys.executable, "-m", "ootest.select._probe", device]
+    cmd = [sys.executable, "-m", "ootest.plugin.probe", device]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -529,7 +529,7 @@ def run_scope(args: argparse.Namespace) -> int:
                 "drop --device or probe again"
             )
     elif args.device:
-        from ootest.cli.index_cmd import check_device
+        from ootest.device import check_device
 
         check_device(args.device)
         det = detect(args.device)

@@ -1,6 +1,6 @@
 """The child process of ``ootest select scope``: which extension points a backend hooks.
 
-Run as ``python -m ootest.select._probe DEVICE``; loads the backend as the plugin
+Run as ``python -m ootest.plugin.probe DEVICE``; loads the backend as the plugin
 does (``emu[:profile]`` or ``module:name``), asks torch what it registered and
 prints one JSON object. Only this process imports torch. Modules a backend
 never imported (``torch._dynamo``, ``torch._inductor``) are not imported here
