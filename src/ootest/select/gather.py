@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,6 +72,20 @@ def _memory(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
 
 
+@contextmanager
+def _reading(path: Path) -> Iterator[sqlite3.Connection]:
+    """The memory at ``path``, read-only; a broken file is one UserError."""
+    con = _memory(path)
+    try:
+        yield con
+    except sqlite3.Error as e:
+        raise UserError(
+            f"--memory {path}: expected an ootest memory index; reading it failed: {e}"
+        ) from None
+    finally:
+        con.close()
+
+
 @dataclass(frozen=True)
 class DeviceDelta:
     """How the device variants of two memories differ (by ID, not by content)."""
@@ -126,9 +141,8 @@ def device_delta(
 
 def device_ids(path: Path, files: Collection[str]) -> dict[str, list[str]]:
     """The IDs of the device variants of each file key in ``files``."""
-    con = _memory(path)
     out: dict[str, list[str]] = {}
-    try:
+    with _reading(path) as con:
         for f in sorted(files):
             # IDs start with the file key and '::'; ':' + 1 is ';'
             out[f] = [
@@ -140,22 +154,13 @@ def device_ids(path: Path, files: Collection[str]) -> dict[str, list[str]]:
                 )
             ]
         return out
-    except sqlite3.Error as e:
-        raise UserError(
-            f"--memory {path}: expected an ootest memory index; reading it failed: {e}"
-        ) from None
-    finally:
-        con.close()
 
 
 def from_memory(path: Path, only: Collection[str] | None = None) -> list[Candidate]:
     """The device variants the memory knows, with their tests' decorators (``only``:
     just these variant IDs, as an incremental selection asks)."""
-    if not path.is_file():
-        raise UserError(f"--memory {path}: no such index; build it with 'ootest index build'")
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     rows = "SELECT id, dtypes, device_variant, fingerprint FROM variants"
-    try:
+    with _reading(path) as con:
         if only is None:
             found = con.execute(f"{rows} ORDER BY id").fetchall()
             tests = con.execute("SELECT key, decorators FROM tests").fetchall()
@@ -191,12 +196,6 @@ def from_memory(path: Path, only: Collection[str] | None = None) -> list[Candida
                 )
             )
         return out
-    except sqlite3.Error as e:
-        raise UserError(
-            f"--memory {path}: expected an ootest memory index; reading it failed: {e}"
-        ) from None
-    finally:
-        con.close()
 
 
 def _results(paths: Iterable[Path]) -> dict[str, list[Result]]:
