@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import httpx
 
+    from ootest.llm import LLMSettings
     from ootest.memory._build import BuildOptions, BuildReport, Collector, Reporter
     from ootest.memory._diff import IndexDiff, Modified
     from ootest.memory._embed import Embedder, EmbedReport
     from ootest.memory._query import Hit
     from ootest.memory._stats import IndexStats
-    from ootest.memory._summarize import LLMSettings, SummaryReport
+    from ootest.memory._summarize import SummaryReport
 
 __all__ = [
     "BuildOptions",
@@ -62,7 +63,7 @@ _LAZY = {
     "Embedder": "_embed",
     "Hit": "_query",
     "IndexStats": "_stats",
-    "LLMSettings": "_summarize",
+    "LLMSettings": "_summarize",  # defined in ootest.llm (shared with the model judge)
     "SummaryReport": "_summarize",
 }
 

@@ -4,20 +4,18 @@ Off by default: only ``ootest index summarize`` asks a model. Each prompt is
 built from the test's source and facts; its digest keys the cache, so a rerun
 asks nothing again and gives byte-identical summaries. The HTTP client is
 injectable (``httpx.Client`` with a transport), so tests need no network.
-A summary is added to its test's searchable text.
+A summary is added to its test's searchable text. The request itself is
+:func:`ootest.llm.chat`, shared with the model judge of ``select run``.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import sqlite3
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ootest.errors import UserError
+from ootest.llm import LLMSettings, chat
 from ootest.memory._hashing import digest
 from ootest.memory._static import FileFacts, load_facts
 from ootest.memory._store import connect, refresh_common_terms
@@ -31,39 +29,6 @@ SYSTEM = (
     "Answer with the summary only."
 )
 _MAX_SOURCE = 6000
-
-
-@dataclass(frozen=True)
-class LLMSettings:
-    endpoint: str  # base URL, e.g. http://localhost:8000/v1
-    model: str
-    api_key: str | None = None
-    timeout: float = 60.0
-
-    @classmethod
-    def resolve(
-        cls,
-        endpoint: str | None,
-        model: str | None,
-        api_key: str | None,
-        env: Mapping[str, str] | None = None,
-    ) -> LLMSettings:
-        """Options first, then ``OOTEST_LLM_ENDPOINT``/``OPENAI_BASE_URL``,
-        ``OOTEST_LLM_MODEL``, ``OOTEST_LLM_API_KEY``/``OPENAI_API_KEY``."""
-        e = os.environ if env is None else env
-        url = endpoint or e.get("OOTEST_LLM_ENDPOINT") or e.get("OPENAI_BASE_URL")
-        name = model or e.get("OOTEST_LLM_MODEL")
-        key = api_key or e.get("OOTEST_LLM_API_KEY") or e.get("OPENAI_API_KEY")
-        if not url:
-            raise UserError(
-                "summaries need an OpenAI-compatible endpoint: pass --endpoint URL or set "
-                "OOTEST_LLM_ENDPOINT (e.g. http://localhost:8000/v1)"
-            )
-        if not name:
-            raise UserError(
-                "summaries need a model name: pass --model NAME or set OOTEST_LLM_MODEL"
-            )
-        return cls(url.rstrip("/"), name, key or None)
 
 
 @dataclass
@@ -116,7 +81,7 @@ def _summarize(
         if con.execute("SELECT 1 FROM summaries WHERE prompt=?", (pkey,)).fetchone():
             rep.cached += 1
             continue
-        text = _ask(http, settings, prompt)
+        text = chat(http, settings, SYSTEM, prompt)
         rep.asked += 1
         con.execute("BEGIN")
         con.execute(
@@ -146,30 +111,6 @@ def _source(path: Path, facts: FileFacts, cls: str, method: str) -> str:
     if func is None:
         return ""
     return "\n".join(lines[func.line - 1 : func.end])
-
-
-def _ask(http: httpx.Client, settings: LLMSettings, prompt: str) -> str:
-    import httpx
-
-    headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
-    body = {
-        "model": settings.model,
-        "temperature": 0,
-        "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
-    }
-    url = f"{settings.endpoint}/chat/completions"
-    try:
-        resp = http.post(url, json=body, headers=headers, timeout=settings.timeout)
-    except httpx.HTTPError as e:
-        raise UserError(f"{url}: request failed: {e}") from None
-    if resp.status_code != 200:
-        raise UserError(f"{url}: HTTP {resp.status_code}: {resp.text[:300]}")
-    try:
-        return str(resp.json()["choices"][0]["message"]["content"]).strip()
-    except (ValueError, KeyError, IndexError, TypeError):
-        raise UserError(
-            f"{url}: expected an OpenAI chat completion, found {json.dumps(resp.text[:200])}"
-        ) from None
 
 
 def _append_to_doc(con: sqlite3.Connection, key: str, text: str) -> None:

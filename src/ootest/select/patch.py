@@ -780,6 +780,7 @@ def _add_entries(
         shift = block.entries[0].dash_col - 8
     else:
         shift = block.key_col + 2 - 8
+    opened = False
     for (mode, reason), members in sorted(
         fresh.items(), key=lambda kv: (MODES.index(kv[0][0]), kv[0][1])
     ):
@@ -801,9 +802,11 @@ def _add_entries(
             ed.before[after.head] += new
         elif block.entries:
             ed.after[block.entries[-1].end - 1] += new
-        else:
-            tests = [" " * block.key_col + "tests:"]
-            ed.after[block.end - 1] += tests + new
+        else:  # a block without tests: gets the key once, before its first new entry
+            if not opened:
+                ed.after[block.end - 1].append(" " * block.key_col + "tests:")
+                opened = True
+            ed.after[block.end - 1] += new
 
 
 def _add_blocks(

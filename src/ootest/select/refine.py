@@ -7,6 +7,8 @@ same rules (Note [Selection rules]), plus:
 
 - ``no_evidence`` becomes ``mandatory_success`` only after ``k`` clean passes in
   a row (``observed_pass:<k>``; default k = 2);
+- a model judge's decision (``judge:<bucket>``, Note [Model judge]) is kept while
+  the rules still find no evidence and the device has no result for it;
 - a failure that is a numerical mismatch (``Tensor-likes are not close``) whose
   greatest relative difference is within ``max_rtol`` becomes a precision edit
   (the observed differences with 2x headroom) instead of an xfail;
@@ -115,9 +117,18 @@ def observe(evidence: Iterable[Evidence], results: list[Path]) -> dict[str, dict
     return last
 
 
-def refine_one(ev: Evidence, last: dict[str, Any] | None, k: int, max_rtol: float) -> Refined:
+def refine_one(
+    ev: Evidence,
+    last: dict[str, Any] | None,
+    k: int,
+    max_rtol: float,
+    prior: Decision | None = None,
+) -> Refined:
     d = decide(ev)
     runs = [r.outcome for r in ev.observed]
+    if prior is not None and prior.source == "model" and d.reason == "no_evidence" and not runs:
+        # the judge's accepted proposal stands until the device says otherwise
+        return Refined(prior)
     if (
         d.reason == "no_evidence"
         and len(runs) >= k

@@ -472,9 +472,10 @@ def render_scope(det: Detection, prefs: Prefs, roots: list[str], scoped: list[Sc
     return "\n".join(head) + "\n" + body
 
 
-def read_scope(path: Path) -> tuple[set[str], dict[str, str]]:
-    """(file keys in scope, area per excluded file) from the YAML ``select scope``
-    writes, or from a list of file keys (one a line, as before)."""
+def read_scope(path: Path) -> tuple[set[str], dict[str, str], str]:
+    """(file keys in scope, area per excluded file, the preferences' notes for a
+    model judge) from the YAML ``select scope`` writes, or from a list of file
+    keys (one a line, as before; no notes)."""
     import yaml
 
     try:
@@ -489,13 +490,15 @@ def read_scope(path: Path) -> tuple[set[str], dict[str, str]]:
         try:
             keys = {str(f["path"]) for f in data.get("files") or []}
             areas = {str(f["path"]): str(f.get("area") or "") for f in data.get("excluded") or []}
-        except (TypeError, KeyError):
+            notes = (data.get("preferences") or {}).get("notes") or ""
+        except (TypeError, KeyError, AttributeError):
             raise UserError(
                 f"--scope {path}: expected files: and excluded: lists of {{path, area, why}} "
                 "as 'ootest select scope' writes them"
             ) from None
-        return keys, areas
-    return {x.strip() for x in text.splitlines() if x.strip() and not x.startswith("#")}, {}
+        return keys, areas, str(notes)
+    keys = {x.strip() for x in text.splitlines() if x.strip() and not x.startswith("#")}
+    return keys, {}, ""
 
 
 def _is_test_file(key: str) -> bool:

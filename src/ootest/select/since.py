@@ -30,9 +30,11 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ootest.errors import UserError
 from ootest.select.gather import (
+    Candidate,
     Sources,
     Support,
     device_delta,
@@ -43,6 +45,14 @@ from ootest.select.gather import (
 from ootest.select.patch import patch
 from ootest.select.refine import read_sidecar, sidecar_path
 from ootest.select.rules import Decision, Evidence, decide
+
+#: The model judge as an upgrade asks it (Note [Model judge]): the re-decided
+#: variants' candidates and rule decisions, and the variant IDs a citation may name
+#: -> the decisions after it, and the sidecar's ``judge`` record per judged variant.
+Judging = Callable[
+    [list[Candidate], list[tuple[Evidence, Decision]], Collection[str]],
+    tuple[list[tuple[Evidence, Decision]], dict[str, dict[str, Any]]],
+]
 
 _VID = re.compile(r'"variant_id": ("(?:[^"\\]|\\.)*")')
 
@@ -236,7 +246,13 @@ class _Sidecar:
         return b"".join(pieces)
 
 
-def _row(ev: Evidence, d: Decision, fingerprint: str, changed: Iterable[str]) -> str:
+def _row(
+    ev: Evidence,
+    d: Decision,
+    fingerprint: str,
+    changed: Iterable[str],
+    more: Mapping[str, Any] | None = None,
+) -> str:
     """The evidence line of a re-decided variant: what ``evidence_row`` writes (the
     same JSON, built without ``dataclasses.asdict``, which costs 20x), and why it
     was decided again."""
@@ -250,6 +266,7 @@ def _row(ev: Evidence, d: Decision, fingerprint: str, changed: Iterable[str]) ->
         "decision": dict(vars(d)),
         "evidence": evidence,
         "fingerprint": fingerprint,
+        **(more or {}),
     }
     return json.dumps(row, sort_keys=True)
 
@@ -274,9 +291,10 @@ def _finish(
     removed: set[str],
     universe: Mapping[str, Iterable[str]],
     provenance: Callable[[str], str],
+    extra: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Outcome:
     """Patch the config and the sidecar (Note [Config patches]); the outcome without
-    its counts."""
+    its counts. ``extra``: more keys for a variant's evidence line (``judge``)."""
     text = _read(config)
     side.trust_totals(text.split("test_suite_config:", 1)[0])
     decided = {vid: d for vid, (_, d, _, _) in changes.items()}
@@ -316,7 +334,7 @@ def _finish(
     for vid, (ev, d, fp, why) in changes.items():
         if vid in held:  # a person decides it: its evidence line stays as it was
             continue
-        side.edits[vid] = _row(ev, d, fp, why).encode("utf-8")
+        side.edits[vid] = _row(ev, d, fp, why, (extra or {}).get(vid)).encode("utf-8")
         if vid in old:
             total[old[vid][1]] -= 1
         total[d.mode] += 1
@@ -357,9 +375,11 @@ def upgrade(
     support: Support,
     scope: set[str] | None,
     provenance: Callable[[str], str],
+    judge: Judging | None = None,
 ) -> Outcome:
     """Re-decide what the memory diff from ``old_db`` to ``sources.memory`` reports
-    added or modified (Note [Incremental selection])."""
+    added or modified (Note [Incremental selection]); ``judge``: the model judge
+    for what the rules leave open among them."""
     from ootest.memory import diff_indexes
 
     new_db = sources.memory
@@ -380,14 +400,16 @@ def upgrade(
     why = {c.variant_id: why[c.variant_id] for c in cands}
     evidence = gather(cands, sources, support, scope)
     fps = {c.variant_id: c.fingerprint for c in cands}
-    changes = {
-        ev.variant_id: (ev, decide(ev), fps[ev.variant_id], why[ev.variant_id]) for ev in evidence
-    }
     universe = device_ids(new_db, {v.partition("::")[0] for v in [*why, *removed]})
+    decided = [(ev, decide(ev)) for ev in evidence]
+    extra: dict[str, dict[str, Any]] = {}
+    if judge is not None:  # a citation may name a variant of the files touched
+        decided, extra = judge(cands, decided, {v for vs in universe.values() for v in vs})
+    changes = {ev.variant_id: (ev, d, fps[ev.variant_id], why[ev.variant_id]) for ev, d in decided}
     side.trust_totals(_read(config).split("test_suite_config:", 1)[0])
     rows_before = sum(side.totals().values())
     known = len(side.old([*removed, *why]))  # rows of variants that left or changed
-    o = _finish(config, out, side, changes, removed, universe, provenance)
+    o = _finish(config, out, side, changes, removed, universe, provenance, extra)
     o.evaluated, o.total = len(changes), dev.total
     n_added = sum(1 for v in why.values() if v == ("added",))
     o.details = [f"{n_added} added", f"{len(changes) - n_added} modified"]

@@ -1,0 +1,145 @@
+"""Asking a model behind an OpenAI-compatible chat API (vLLM, Ollama, llama.cpp's
+server, a hosted service): where it is, and one bounded request.
+
+Shared by ``ootest index summarize`` (memory) and the model judge of ``ootest
+select run``; each keeps its own cache. The HTTP client is passed in
+(``httpx.Client``, with a transport in tests), so nothing here needs a network
+to be tested. The API key is sent as a bearer token and never printed: errors
+name the URL without its user info.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
+
+from ootest.errors import UserError
+
+if TYPE_CHECKING:
+    import httpx
+
+#: The largest response body read by default; a longer one is an error, not a hang.
+MAX_RESPONSE_BYTES = 1 << 20
+
+
+class ChatError(UserError):
+    """The endpoint could not be reached or did not answer with a chat completion."""
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    endpoint: str  # base URL, e.g. http://localhost:8000/v1
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    timeout: float = 60.0
+
+    @classmethod
+    def resolve(
+        cls,
+        endpoint: str | None,
+        model: str | None,
+        api_key: str | None,
+        env: Mapping[str, str] | None = None,
+        *,
+        what: str = "summaries need",
+        flags: tuple[str, str] = ("--endpoint", "--model"),
+        prefixes: tuple[str, ...] = ("OOTEST_LLM",),
+        timeout: float = 60.0,
+    ) -> LLMSettings:
+        """Options first, then ``<PREFIX>_ENDPOINT`` for each prefix in order and
+        ``OPENAI_BASE_URL``; ``<PREFIX>_MODEL``; ``<PREFIX>_API_KEY`` and
+        ``OPENAI_API_KEY``."""
+        e = os.environ if env is None else env
+
+        def first(suffix: str, *more: str) -> str | None:
+            names = [f"{p}_{suffix}" for p in prefixes] + list(more)
+            return next((e[n] for n in names if e.get(n)), None)
+
+        url = endpoint or first("ENDPOINT", "OPENAI_BASE_URL")
+        name = model or first("MODEL")
+        key = api_key or first("API_KEY", "OPENAI_API_KEY")
+        if not url:
+            raise UserError(
+                f"{what} an OpenAI-compatible endpoint: pass {flags[0]} URL or set "
+                f"{' or '.join(p + '_ENDPOINT' for p in prefixes)} (e.g. http://localhost:8000/v1)"
+            )
+        if not name:
+            raise UserError(
+                f"{what} a model name: pass {flags[1]} NAME or set "
+                + " or ".join(p + "_MODEL" for p in prefixes)
+            )
+        return cls(url.rstrip("/"), name, key or None, timeout)
+
+
+def public_url(url: str) -> str:
+    """``url`` without user info (``http://user:secret@host`` -> ``http://host``)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host += f":{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def chat(
+    http: httpx.Client,
+    settings: LLMSettings,
+    system: str,
+    prompt: str,
+    *,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+) -> str:
+    """The model's answer to ``prompt`` at temperature 0 (raises :class:`ChatError`).
+
+    The whole request, reading included, must end within ``settings.timeout``
+    seconds and the body must stay under ``max_bytes``: a server that trickles or
+    floods is cut off, not waited for."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+    body = {
+        "model": settings.model,
+        "temperature": 0,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
+    }
+    url = f"{settings.endpoint}/chat/completions"
+    shown = public_url(url)
+    deadline = time.monotonic() + settings.timeout
+    try:
+        with http.stream("POST", url, json=body, headers=headers, timeout=settings.timeout) as resp:
+            data = bytearray()
+            for chunk in resp.iter_bytes():
+                data += chunk
+                if len(data) > max_bytes:
+                    raise ChatError(f"{shown}: the response is larger than {max_bytes} bytes")
+                if time.monotonic() > deadline:
+                    raise ChatError(
+                        f"{shown}: no complete response within {settings.timeout:g} seconds"
+                    )
+            status = resp.status_code
+    except httpx.TimeoutException:
+        raise ChatError(
+            f"{shown}: request failed: no response within {settings.timeout:g} seconds"
+        ) from None
+    except httpx.HTTPError as e:
+        raise ChatError(f"{shown}: request failed: {type(e).__name__}: {_plain(str(e))}") from None
+    text = data.decode("utf-8", errors="replace")
+    if status != 200:
+        raise ChatError(f"{shown}: HTTP {status}: {text[:300]}")
+    try:
+        return str(json.loads(text)["choices"][0]["message"]["content"]).strip()
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
+        raise ChatError(
+            f"{shown}: expected an OpenAI chat completion, found {json.dumps(text[:200])}"
+        ) from None
+
+
+def _plain(text: str) -> str:
+    """An error text without the URLs' user info httpx may quote."""
+    return " ".join(public_url(w) if "://" in w else w for w in text.split())
