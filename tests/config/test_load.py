@@ -11,7 +11,7 @@ import pytest
 
 from ootest.config.load import load_config
 from ootest.errors import ConfigError
-from tests.conftest import ootest, run
+from tests.conftest import OWN_SPYRE, SpyreConfigs, ootest, run
 
 
 def _write(tmp_path: Path, text: str, name: str = "c.yaml") -> Path:
@@ -27,19 +27,43 @@ def _errors(tmp_path: Path, text: str, **kw: object) -> list[str]:
     return [str(x).replace(str(tmp_path) + "/", "") for x in ei.value.problems]
 
 
-def test_spyre_configs_load_unchanged(spyre_dir: Path, tmp_path: Path) -> None:
+def test_spyre_configs_load_unchanged(spyre: SpyreConfigs, tmp_path: Path) -> None:
     for name in ("test_view_ops.py", "test_binary_ufuncs.py"):
         (tmp_path / "test").mkdir(exist_ok=True)
         (tmp_path / "test" / name).write_text("")
-    for f in sorted(spyre_dir.glob("*.yaml")):
+    files = spyre.all()
+    assert [f.name for f in files] == [
+        "example_test_config.yaml",
+        "test_binary_ufuncs.yaml",
+        "test_view_ops_config.yaml",
+    ]
+    for f in files:
         cfg = load_config(f, env={"TORCH_ROOT": str(tmp_path)})
         assert cfg.files and cfg.files[0].path.parent == tmp_path / "test"
         assert cfg.suite.global_.supported_dtypes
 
 
-def test_spyre_view_ops_details(spyre_dir: Path) -> None:
+def test_spyre_binary_ufuncs_details(spyre: SpyreConfigs) -> None:
     cfg = load_config(
-        spyre_dir / "test_view_ops_config.yaml", check_paths=False, env={"TORCH_ROOT": "/x"}
+        spyre.path("test_binary_ufuncs.yaml"), check_paths=False, env={"TORCH_ROOT": "/x"}
+    )
+    entry = cfg.suite.files[0]
+    assert entry.unlisted_test_mode == "skip"
+    first = entry.tests[0]
+    assert first.mode == "xfail" and "model_1" in first.tags
+    ops = first.edits.ops  # type: ignore[union-attr]
+    assert [o.name for o in ops.include] == ["add"] and [o.name for o in ops.exclude] == ["gcd"]
+    assert ops.include[0].description and ops.exclude[0].description
+    names = [n for t in entry.tests[1:] for n in t.names]
+    assert "TestBinaryUfuncs::test___mul___not_implemented" in names
+    assert "TestBinaryUfuncs::test___add___not_implemented" not in names
+    dtypes = [d.name for d in cfg.suite.global_.supported_dtypes or []]
+    assert "float16" in dtypes and "int64" in dtypes and "float32" not in dtypes
+
+
+def test_spyre_view_ops_details(spyre: SpyreConfigs) -> None:
+    cfg = load_config(
+        spyre.path("test_view_ops_config.yaml"), check_paths=False, env={"TORCH_ROOT": "/x"}
     )
     entry = cfg.suite.files[0]
     assert entry.unlisted_test_mode == "mandatory_success"
@@ -49,13 +73,38 @@ def test_spyre_view_ops_details(spyre_dir: Path) -> None:
     assert gcd.force_xfail is True
     add = next(o for o in cfg.suite.global_.supported_ops or [] if o.name == "add")
     assert add.dtypes and add.dtypes[0].precision and add.dtypes[0].precision.atol == 1e-3
+    edits = {
+        (n, "include" if t.edits.dtypes.include else "exclude")  # type: ignore[union-attr]
+        for t in entry.tests
+        if t.edits and t.edits.dtypes
+        for n in t.names
+    }
+    assert ("TestViewOps::test_conj_self", "include") in edits
+    assert ("TestOldViewOps::test_transposes_errors", "exclude") in edits
 
 
-def test_spyre_function_edits_are_noted(spyre_dir: Path) -> None:
+def test_spyre_function_edits_are_noted(spyre: SpyreConfigs) -> None:
     cfg = load_config(
-        spyre_dir / "example_test_config.yaml", check_paths=False, env={"TORCH_ROOT": "/x"}
+        spyre.path("example_test_config.yaml"), check_paths=False, env={"TORCH_ROOT": "/x"}
     )
     assert any("edits.functions" in w.key_path for w in cfg.warnings)
+
+
+def test_spyre_model_calls_load() -> None:
+    """Model-derived entries (only in our own example: the published ones predate
+    them): an op call with sample_inputs_func, a module built and called."""
+    cfg = load_config(
+        OWN_SPYRE.path("example_test_config.yaml"), check_paths=False, env={"TORCH_ROOT": "/x"}
+    )
+    edits = cfg.suite.files[0].tests[1].edits
+    assert edits and edits.ops and edits.modules
+    (call,) = edits.ops.include
+    assert call.name == "torch.mul" and call.sample_inputs_func
+    (t,) = call.sample_inputs_func.tensors()
+    assert (t.shape, t.stride, t.dtype) == ((2, 8, 64), (1024, 64, 1), "torch.float16")
+    (mod,) = edits.modules.include
+    assert mod.module_path == "torch.nn.Linear" and len(mod.forward_inputs or []) == 1
+    assert any("recorded on cuda:0" in w.message for w in cfg.warnings)
 
 
 def test_spyre_planned_keys_and_pytorch_root(tmp_path: Path) -> None:
@@ -105,12 +154,12 @@ def test_file_when_leaves_files_out(tmp_path: Path) -> None:
     assert any(w.key_path == "files[0]" and "when" in w.message for w in cfg.warnings)
 
 
-def test_cli_validate_spyre_no_paths(spyre_dir: Path) -> None:
+def test_cli_validate_spyre_no_paths(spyre: SpyreConfigs) -> None:
     r = ootest(
         "config",
         "validate",
         "--no-paths",
-        *map(str, sorted(spyre_dir.glob("*.yaml"))),
+        *map(str, spyre.all()),
         env={"TORCH_ROOT": "/nonexistent"},
     )
     assert r.returncode == 0, r.stderr

