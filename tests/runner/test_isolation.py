@@ -103,7 +103,9 @@ def test_crashers_are_recorded_and_the_file_goes_on(tmp_path: Path, xdist: bool)
     assert "Timeout (0:00:03)" in str(by["test_hang"]["message"])  # the stack dump
     assert by["test_exit"]["mode"] == "mandatory_success"  # decision fields survive a crash
     assert "CRASHED" in r.stdout and "TIMEOUT" in r.stdout
-    assert elapsed < 60, elapsed  # the hang cost its timeout, not 600 s
+    # The hangs cost their 3 s timeout, not the 600 s default (generous bound: a
+    # loaded 2-core CI machine took 65-76 s for the restarts).
+    assert elapsed < 300, elapsed
     # JUnit carries the crash as an error with the outcome and signal as properties.
     junit = (tmp_path / ".ootest" / "junit.xml").read_text()
     assert 'type="crashed"' in junit and 'name="ootest.signal" value="SIGSEGV"' in junit
