@@ -482,3 +482,52 @@ def test_a_file_that_is_not_a_config_is_not_echoed(tmp_path: Path) -> None:
     assert "expected a mapping with key 'test_suite_config'" in out
     assert "characters starting 'root:x:0:0:TOKEN=abc123" in out
     assert out.count("TOKEN=abc123") <= 3 and len(out) < 1000
+
+
+def test_every_entry_knows_where_it_was_written(tmp_path: Path) -> None:
+    """Origins are set by the loader (Note [Loader-set attributes]): files, test entries
+    (block and flow), their selector items and declared ops, capabilities, selectors."""
+    (tmp_path / "t.py").write_text("")
+    p = _write(
+        tmp_path,
+        """\
+        test_suite_config:
+          test_selectors:
+            exclude: [{markers: [slow]}]
+          files:
+            - path: t.py
+              tests:
+                - names: [TestX::test_a]
+                - {names: ['TestX::test_b[op=add,dtype=float32]'], mode: xfail}
+                - names: [TestX::test_c]
+                  selectors:
+                    include:
+                      - {has_ops: true}
+                  edits:
+                    ops:
+                      include:
+                        - name: add
+          global:
+            supported_dtypes:
+              - name: float32
+        """,
+    )
+    cfg = load_config(p)
+    suite = cfg.suite
+    (f,) = suite.files
+    assert f.origin == f"{p}:5"
+    assert f.path_at == ("t.py", str(p), 5, 13, "test_suite_config.files[0].path")
+    assert [t.origin for t in f.tests] == [f"{p}:{n}" for n in (7, 8, 9)]
+    (item,) = f.tests[2].selectors.include  # type: ignore[union-attr]
+    assert item.origin == f"{p}:12"
+    (op,) = f.tests[2].edits.ops.include  # type: ignore[union-attr]
+    assert op.origin == f"{p}:16"
+    (dt,) = suite.global_.supported_dtypes  # type: ignore[misc]
+    assert dt.origin == f"{p}:19"
+    (sel,) = suite.test_selectors.exclude  # type: ignore[union-attr]
+    assert sel.origin == f"{p}:3"
+    # the same models built in code carry no origin
+    from ootest.config.model import FileEntry, TestEntry
+
+    assert TestEntry(names=("TestX::test_a",)).origin == ""
+    assert FileEntry(path="t.py").path_at == ("t.py", "", 0, 0, "path")
