@@ -643,14 +643,20 @@ def _cache_file(raw: bytes) -> Path | None:
         nodes = _limit(*MAX_NODES)  # a bad value is reported where it always was
     except ConfigError:
         return None
+    code = []
+    for source in _READER_CODE:
+        try:
+            st = os.stat(source or "")
+        except OSError:  # sources not on disk (a zip): nothing to key on
+            return None
+        code.append((st.st_mtime_ns, st.st_size))
     key = hashlib.sha256(raw)
-    code = [(st.st_mtime_ns, st.st_size) for st in map(os.stat, _READER_CODE)]
     stamp = (_CACHE_FORMAT, code, yaml.__version__, _Base.__name__, nodes, MAX_DEPTH)
     key.update(repr((stamp, marshal.version, sys.version_info[:2])).encode())
     return cache_dir() / "configs" / f"{key.hexdigest()}.marshal"
 
 
-_READER_CODE = (__file__, typing.cast(str, sys.modules[Document.__module__].__file__))
+_READER_CODE = (__file__, sys.modules[Document.__module__].__file__)
 
 
 def _cached(file: Path) -> tuple[Any, Origins] | None:
