@@ -1,10 +1,14 @@
 """Reading configs: a 100,000-entry config, and the hostile inputs of issue 15 (no torch).
 
   load      ootest's ``load_config`` (read, bounds, validate, compose, compile names,
-            resolve paths) of a generated config of N test entries, in this process
+            resolve paths) of a generated config of N test entries, in this process, a
+            first load: the config cache off (OOTEST_NO_CACHE=1)
   baseline  PyYAML's own ``yaml.load(text, CSafeLoader)`` of the same file (parsing only,
             nothing validated), in this process: the ratio is load / baseline
-  cli       ``ootest config validate FILE`` of the same file in a fresh process
+  cached    ``load_config`` with the config cache (Note [Config cache] in config/load.py)
+            in a fresh $OOTEST_CACHE_DIR (a first load that also writes the cache), and
+            again (a rerun that reads it)
+  cli       ``ootest config validate FILE`` of the same file in a fresh process (cache off)
   hostile   each until its error or answer: an alias bomb of 12 nine-fold levels (about
             280 billion values expanded) with a duplicate key and with a merge key;
             ``path: /**/*.py``; ``${ROOT}/**/*.py`` with ROOT=/ (the glob bound);
@@ -24,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +64,12 @@ def best(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
     return min(walls), min(cpus)
 
 
+def load_writing_cache(path: Path, folders: Iterator[Path]) -> None:
+    """``load_config`` in a fresh $OOTEST_CACHE_DIR: a first load that writes the cache."""
+    os.environ["OOTEST_CACHE_DIR"] = str(next(folders))
+    load_config(path)
+
+
 def error_time(path: Path, env: dict[str, str] | None = None) -> tuple[float, str]:
     start = time.perf_counter()
     try:
@@ -88,7 +98,12 @@ def main() -> None:
             path = big_config(folder, n)
             text = path.read_text()
             base_w, base_c = best(lambda: yaml.load(text, Loader=yaml.CSafeLoader), args.repeat)  # noqa: B023
+            os.environ["OOTEST_NO_CACHE"] = "1"
             load_w, load_c = best(lambda: load_config(path), args.repeat)  # noqa: B023
+            del os.environ["OOTEST_NO_CACHE"]
+            caches = iter([folder / f"cache{n}-{i}" for i in range(args.repeat)])
+            write_w, write_c = best(lambda: load_writing_cache(path, caches), args.repeat)  # noqa: B023
+            hit_w, hit_c = best(lambda: load_config(path), args.repeat)  # noqa: B023
             size = path.stat().st_size
             print(f"{n:>7,} entries ({size / 1e6:.1f} MB)")
             print(f"  baseline yaml.load(CSafeLoader): {base_w:6.2f} s wall {base_c:6.2f} s CPU")
@@ -97,7 +112,13 @@ def main() -> None:
                 f"  ratio load / baseline          : {load_w / base_w:6.2f} wall "
                 f"{load_c / base_c:6.2f} CPU"
             )
-        cli_env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+            print(f"  load_config, writing the cache : {write_w:6.2f} s wall {write_c:6.2f} s CPU")
+            print(f"  load_config, rerun (cache hit) : {hit_w:6.2f} s wall {hit_c:6.2f} s CPU")
+            print(
+                f"  ratio rerun / baseline         : {hit_w / base_w:6.2f} wall "
+                f"{hit_c / base_c:6.2f} CPU"
+            )
+        cli_env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OOTEST_NO_CACHE": "1"}
         walls = []
         for _ in range(args.repeat):
             start = time.perf_counter()
@@ -111,6 +132,7 @@ def main() -> None:
             assert r.returncode == 0, r.stderr
         print(f"  ootest config validate (process): {min(walls):6.2f} s wall  {r.stdout.strip()}")
 
+        os.environ["OOTEST_NO_CACHE"] = "1"
         print("hostile")
         tails = (("duplicate key", "  a0: dup"), ("merge key", "  m: {<<: {k: 1}, k: 2}"))
         for name, tail in tails:

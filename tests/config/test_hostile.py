@@ -386,3 +386,27 @@ def test_schema_has_the_relay_policy() -> None:
     relay = Document.model_json_schema(by_alias=True)["$defs"]["RelayPolicy"]
     assert relay["additionalProperties"] is False
     assert relay["properties"]["device"]["pattern"] == names.DEVICE_NAME_PATTERN
+
+
+@pytest.mark.parametrize("cls", ["", "TestX::", "re::", "_T9::"])
+@pytest.mark.parametrize("method", ["test_a", "9bad", "test-x"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        *("op=add", "op=add,dtype=float32", "dtype=float32,dtype=int64", "op=a=b", "op="),
+        *(" op=add", "op=add ", "op=add,", ",op=add", "op", "op=x y", "op=[x]", "op=(a|b)", ""),
+    ],
+)
+def test_common_name_form_parses_as_every_form(cls: str, method: str, body: str) -> None:
+    """NamePattern.parse reads 'Class::method[k=v,...]' by a shortcut: the same
+    pattern, or the same error, as the general path."""
+    raw = f"{cls}{method}[{body}]"
+    try:
+        want: object = NamePattern._parse(raw)
+    except ValueError as e:
+        want = str(e)
+    try:
+        got: object = NamePattern.parse(raw)
+    except ValueError as e:
+        got = str(e)
+    assert got == want

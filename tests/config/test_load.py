@@ -531,3 +531,146 @@ def test_a_file_that_is_not_a_config_is_not_echoed(tmp_path: Path) -> None:
     assert "expected a mapping with key 'test_suite_config'" in out
     assert "characters starting 'root:x:0:0:TOKEN=abc123" in out
     assert out.count("TOKEN=abc123") <= 3 and len(out) < 1000
+
+
+def test_every_entry_knows_where_it_was_written(tmp_path: Path) -> None:
+    """Origins are set by the loader (Note [Loader-set attributes]): files, test entries
+    (block and flow), their selector items and declared ops, capabilities, selectors."""
+    (tmp_path / "t.py").write_text("")
+    p = _write(
+        tmp_path,
+        """\
+        test_suite_config:
+          test_selectors:
+            exclude: [{markers: [slow]}]
+          files:
+            - path: t.py
+              tests:
+                - names: [TestX::test_a]
+                - {names: ['TestX::test_b[op=add,dtype=float32]'], mode: xfail}
+                - names: [TestX::test_c]
+                  selectors:
+                    include:
+                      - {has_ops: true}
+                  edits:
+                    ops:
+                      include:
+                        - name: add
+          global:
+            supported_dtypes:
+              - name: float32
+        """,
+    )
+    cfg = load_config(p)
+    suite = cfg.suite
+    (f,) = suite.files
+    assert f.origin == f"{p}:5"
+    assert f.path_at == ("t.py", str(p), 5, 13, "test_suite_config.files[0].path")
+    assert [t.origin for t in f.tests] == [f"{p}:{n}" for n in (7, 8, 9)]
+    (item,) = f.tests[2].selectors.include  # type: ignore[union-attr]
+    assert item.origin == f"{p}:12"
+    (op,) = f.tests[2].edits.ops.include  # type: ignore[union-attr]
+    assert op.origin == f"{p}:16"
+    (dt,) = suite.global_.supported_dtypes  # type: ignore[misc]
+    assert dt.origin == f"{p}:19"
+    (sel,) = suite.test_selectors.exclude  # type: ignore[union-attr]
+    assert sel.origin == f"{p}:3"
+    # the same models built in code carry no origin
+    from ootest.config.model import FileEntry, TestEntry
+
+    assert TestEntry(names=("TestX::test_a",)).origin == ""
+    assert FileEntry(path="t.py").path_at == ("t.py", "", 0, 0, "path")
+
+
+def _big_config(tmp_path: Path, entries: int = 3_000, relay: str = "") -> Path:
+    """A config over CACHE_MIN_BYTES, with entries of every kind the loader marks."""
+    lines = [
+        "test_suite_config:",
+        "  files:",
+        "    - path: t.py",
+        "      tests:",
+        "        - names: [TestX::test_sel]",
+        "          selectors: {exclude: [{markers: [slow]}]}",
+        "          edits: {ops: {include: [{name: add}]}}",
+    ]
+    for i in range(entries):
+        lines.append(f"        - names: ['TestX::test_op_{i}[op=add,dtype=float32]', TestY::t{i}]")
+        lines.append(f"          mode: {('xfail', 'skip')[i % 2]}")
+        lines.append(f"          reason: entry {i} of a big generated config, long enough")
+    lines += ["  global:", "    supported_dtypes: [{name: float32}]", relay]
+    (tmp_path / "t.py").write_text("")
+    p = tmp_path / "big.yaml"
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def _facts(cfg: object) -> list[object]:
+    """What a loaded config tells its users, entry by entry."""
+    from ootest.config.load import Config
+
+    assert isinstance(cfg, Config)
+    suite = cfg.suite
+    out: list[object] = [cfg.relay, [str(w) for w in cfg.warnings], cfg.resolved]
+    out += [(d.name, d.origin) for d in suite.global_.supported_dtypes or ()]
+    for rf in cfg.files:
+        out += [rf.path, rf.entry.origin, rf.entry.path_at]
+        for t, names in rf.patterns:
+            out.append((t.model_dump(), t.origin, names))
+            if t.selectors:
+                out += [s.origin for s in t.selectors.exclude]
+            if t.edits and t.edits.ops:
+                out += [op.origin for op in t.edits.ops.include]
+    return out
+
+
+def test_big_config_rerun_reads_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Note [Config cache]: a rerun gives the same config; a changed file, a broken
+    cache entry or OOTEST_NO_CACHE=1 reads the file."""
+    from ootest.config.load import CACHE_MIN_BYTES
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("OOTEST_CACHE_DIR", str(cache))
+    monkeypatch.delenv("OOTEST_NO_CACHE", raising=False)
+    p = _big_config(tmp_path)
+    assert p.stat().st_size >= CACHE_MIN_BYTES
+    first = _facts(load_config(p))
+    (kept,) = (cache / "configs").iterdir()
+    assert _facts(load_config(p)) == first
+    kept.write_bytes(kept.read_bytes()[:1000])  # broken: read the file instead
+    assert _facts(load_config(p)) == first
+    p.write_text(p.read_text().replace("mode: skip", "mode: xfail_strict"))
+    changed = _facts(load_config(p))
+    assert changed != first and len(list((cache / "configs").iterdir())) == 2
+    assert _facts(load_config(p)) == changed
+    monkeypatch.setenv("OOTEST_NO_CACHE", "1")
+    p.write_text(p.read_text().replace("mode: xfail\n", "mode: skip\n"))
+    load_config(p)
+    assert len(list((cache / "configs").iterdir())) == 2  # nothing kept
+    small = _write(tmp_path, "test_suite_config: {files: [{path: t.py}]}\n", "small.yaml")
+    monkeypatch.delenv("OOTEST_NO_CACHE")
+    load_config(small)
+    assert len(list((cache / "configs").iterdir())) == 2  # small files are read
+
+
+def test_cached_config_reports_problems_from_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Validation runs again on a rerun, with today's environment: its problems point
+    into the file as on a first load."""
+    monkeypatch.setenv("OOTEST_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("OOTEST_NO_CACHE", raising=False)
+    p = _big_config(tmp_path, relay="relay:\n  device: ${DEV}")
+    assert load_config(p, env={"DEV": "emu"}).relay.device == "emu"  # type: ignore[union-attr]
+    assert len(list((tmp_path / "cache" / "configs").iterdir())) == 1
+
+    def problem() -> str:
+        with pytest.raises(ConfigError) as ei:
+            load_config(p, env={})
+        (found,) = ei.value.problems
+        return str(found)
+
+    line = p.read_text().splitlines().index("  device: ${DEV}") + 1
+    want = f"{p}:{line}:11: relay.device: undefined variable ${{DEV}}; export DEV=... or remove it"
+    assert problem() == want  # from the cache
+    monkeypatch.setenv("OOTEST_NO_CACHE", "1")
+    assert problem() == want  # from the file

@@ -9,9 +9,16 @@ problems of a file are collected before raising, so one run of
 from __future__ import annotations
 
 import codecs
+import contextlib
 import difflib
 import gc
+import hashlib
+import marshal
+import operator
 import os
+import sys
+import tempfile
+import time
 import types
 import typing
 from dataclasses import dataclass, field
@@ -21,6 +28,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from ootest.cache import cache_dir
 from ootest.config import paths
 from ootest.config.model import (
     CASES_KEYS,
@@ -33,6 +41,7 @@ from ootest.config.model import (
     Selectors,
     TestEntry,
     TestSuiteConfig,
+    set_private,
 )
 from ootest.config.names import NamePattern, NameSyntaxError, Variant
 from ootest.config.when import Context, holds
@@ -45,23 +54,25 @@ _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 class _Loader(_Base):  # type: ignore[misc]
     """The safe loader, lighter for the composer's calls into Python (one or more per
     node): no path resolvers (it asks them about every collection; configs use
-    none), and scalars resolved in one frame, as BaseResolver.resolve does when
+    none), and every node resolved in one frame, as BaseResolver.resolve does when
     there are neither path nor wildcard resolvers (checked below)."""
 
-    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
-        return None
-
-    def ascend_resolver(self) -> None:
-        return None
+    # Called by the composer around every node, results unused: builtins that take
+    # the same arguments and do nothing, as class attributes (builtins do not bind
+    # to the instance), cost no Python frame: 1.2 million calls for 100,000 entries.
+    descend_resolver = operator.is_
+    ascend_resolver = tuple
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-        if kind is yaml.ScalarNode and _ONE_FRAME:
+        if not _ONE_FRAME:
+            return super().resolve(kind, value, implicit)
+        if kind is yaml.ScalarNode:
             if implicit[0]:
                 for tag, regexp in _IMPLICIT.get(value[:1], ()):
                     if regexp.match(value):
                         return tag
             return _STR
-        return super().resolve(kind, value, implicit)
+        return _SEQ if kind is yaml.SequenceNode else _MAP
 
 
 _IMPLICIT: dict[str, list[tuple[str, Any]]] = _Base.yaml_implicit_resolvers
@@ -485,8 +496,8 @@ def _decode(path: Path, raw: bytes) -> str:
 _AS_UTF8 = "Save the file as UTF-8"
 
 
-def _read_yaml(path: Path) -> tuple[Any, Any]:
-    """(data, composed node tree); the node tree gives every value's line and column."""
+def _read_bytes(path: Path) -> bytes:
+    """The bytes of a config file, within the byte bound (Note [Config bounds])."""
     limit = _limit(*MAX_BYTES)
     try:
         with open(path, "rb") as fh:
@@ -512,6 +523,11 @@ def _read_yaml(path: Path) -> tuple[Any, Any]:
                 )
             ]
         )
+    return raw
+
+
+def _parse(path: Path, raw: bytes) -> tuple[Any, Any]:
+    """(data, composed node tree); the node tree gives every value's line and column."""
     loader = _Loader(_decode(path, raw))
     dups = False
     try:
@@ -553,6 +569,123 @@ def _read_yaml(path: Path) -> tuple[Any, Any]:
     if dups and (found := _duplicate_keys(path, node)):
         raise ConfigError(found)
     return data, node
+
+
+# Note [Config cache]
+# Most of reading a big config is PyYAML composing its node tree (100,000 entries:
+# about half of load_config), and what that gives -- the data (plain values) and the
+# lines of its entries (Origins) -- depends only on the file's bytes. So for a file of
+# CACHE_MIN_BYTES or more both are kept in $OOTEST_CACHE_DIR/configs/, named by the
+# SHA-256 of the bytes and of what else they depend on (this reader's code, PyYAML,
+# the node bound, Python's marshal format). A rerun reads them back instead and goes
+# on as a first load does: validation, names, ${VAR}, paths, with today's
+# environment; a problem found then is reported from the file, composed for it. Only
+# a file that loaded without problems is kept (marshal: plain data only, nothing
+# executable); OOTEST_NO_CACHE=1 turns it off; entries unused for 30 days are dropped.
+CACHE_MIN_BYTES = 256 * 1024
+_CACHE_FORMAT = 1
+_CACHE_DAYS = 30
+
+
+class _Tree:
+    """A config's node tree, composed when a position is first asked for: one read
+    from the cache (Note [Config cache]) is composed only to report a problem."""
+
+    def __init__(
+        self,
+        path: Path,
+        raw: bytes,
+        node: Any = None,
+        origins: Origins | None = None,
+        store: tuple[Path, bytes] | None = None,
+    ) -> None:
+        self.path = path
+        self.raw = raw
+        self._node = node
+        self.origins = origins
+        self._store = store  # (cache file, data as read) to keep once it validates
+
+    @property
+    def node(self) -> Any:
+        if self._node is None:
+            self._node = _parse(self.path, self.raw)[1]
+        return self._node
+
+    def keep(self) -> None:
+        """Keep the data and origins of a config that loaded (a failure only costs
+        the cache)."""
+        if self._store is None or self.origins is None:
+            return
+        file, blob = self._store
+        self._store = None
+        with contextlib.suppress(OSError, ValueError):
+            file.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    marshal.dump((_CACHE_FORMAT, blob, self.origins), fh)
+                os.replace(tmp, file)
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            old = time.time() - _CACHE_DAYS * 86400
+            for entry in os.scandir(file.parent):
+                with contextlib.suppress(OSError):
+                    if entry.stat().st_mtime < old:
+                        os.unlink(entry.path)
+
+
+def _cache_file(raw: bytes) -> Path | None:
+    """Where the cache keeps what ``raw`` gives; None when it is not kept."""
+    if len(raw) < CACHE_MIN_BYTES or os.environ.get("OOTEST_NO_CACHE", "") not in ("", "0"):
+        return None
+    try:
+        nodes = _limit(*MAX_NODES)  # a bad value is reported where it always was
+    except ConfigError:
+        return None
+    code = []
+    for source in _READER_CODE:
+        try:
+            st = os.stat(source or "")
+        except OSError:  # sources not on disk (a zip): nothing to key on
+            return None
+        code.append((st.st_mtime_ns, st.st_size))
+    key = hashlib.sha256(raw)
+    stamp = (_CACHE_FORMAT, code, yaml.__version__, _Base.__name__, nodes, MAX_DEPTH)
+    key.update(repr((stamp, marshal.version, sys.version_info[:2])).encode())
+    return cache_dir() / "configs" / f"{key.hexdigest()}.marshal"
+
+
+_READER_CODE = (__file__, sys.modules[Document.__module__].__file__)
+
+
+def _cached(file: Path) -> tuple[Any, Origins] | None:
+    """(data, origins) kept for ``file``, if any."""
+    try:
+        with open(file, "rb") as fh:
+            fmt, blob, origins = marshal.load(fh)
+        data = marshal.loads(blob) if fmt == _CACHE_FORMAT else None
+        os.utime(file)  # used: not dropped (Note [Config cache])
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    if not isinstance(data, dict) or not isinstance(origins, tuple) or len(origins) != 3:
+        return None
+    return data, origins
+
+
+def _read(path: Path) -> tuple[Any, _Tree]:
+    """(data, node tree) of a config file, from the cache when it holds them."""
+    raw = _read_bytes(path)
+    file = _cache_file(raw)
+    hit = _cached(file) if file is not None else None
+    if hit is not None:
+        return hit[0], _Tree(path, raw, origins=hit[1])
+    data, node = _parse(path, raw)
+    store = None
+    if file is not None:
+        with contextlib.suppress(ValueError):  # not plain data (a timestamp): not kept
+            store = (file, marshal.dumps(data))
+    return data, _Tree(path, raw, node, store=store)
 
 
 _STR = "tag:yaml.org,2002:str"
@@ -602,8 +735,15 @@ def _construct(loader: Any, root: Any, limit: int) -> tuple[Any, bool]:
         if kind is sequence and node.tag == _SEQ:
             value = []
             memo[id(node)] = value, -1
+            append = value.append
             try:
-                value.extend([build(v, depth + 1) for v in node.value])
+                for v in node.value:
+                    # plain strings, most of a config, without a call each
+                    if v.__class__ is scalar and v.tag == _STR:
+                        count += 1
+                        append(v.value)
+                    else:
+                        append(build(v, depth + 1))
             except _Bound as e:
                 e.up(node)
                 raise
@@ -617,6 +757,10 @@ def _construct(loader: Any, root: Any, limit: int) -> tuple[Any, bool]:
                 if key in value:
                     dup = True
                 count += 1
+                if v.__class__ is scalar and v.tag == _STR:
+                    count += 1
+                    value[key] = v.value
+                    continue
                 try:
                     value[key] = build(v, depth + 1)
                 except _Bound as e:
@@ -648,7 +792,7 @@ def _problems(path: Path, node: Any, e: ValidationError, root: type[BaseModel]) 
     return problems
 
 
-def _expand_relay(path: Path, node: Any, data: Any, env: dict[str, str]) -> list[Problem]:
+def _expand_relay(path: Path, tree: _Tree, data: Any, env: dict[str, str]) -> list[Problem]:
     """``${VAR}`` in the strings of ``relay:`` (and its lists), before validation."""
     relay = data.get("relay")
     if not isinstance(relay, dict):
@@ -666,7 +810,7 @@ def _expand_relay(path: Path, node: Any, data: Any, env: dict[str, str]) -> list
                 msg = f"expected a variable name in ${{...}}; found {name!r}"
             else:
                 msg = f"undefined variable ${{{name}}}; export {name}=... or remove it"
-            line, col = _position(node, loc)
+            line, col = _position(tree.node, loc)
             problems.append(Problem(str(path), line, col, _key_path(loc), msg))
         # left out when a variable is missing: only the variable is reported
         return None if missing else text
@@ -677,7 +821,7 @@ def _expand_relay(path: Path, node: Any, data: Any, env: dict[str, str]) -> list
 
 
 def _compile_names(
-    path: Path, node: Any, suite: TestSuiteConfig
+    path: Path, tree: _Tree, suite: TestSuiteConfig
 ) -> tuple[dict[int, tuple[NamePattern, ...]], list[Problem]]:
     """Every test entry's names compiled (by ``id`` of the entry), and the problems
     with ``file:line:col`` and the full key path."""
@@ -697,16 +841,16 @@ def _compile_names(
                     names.append(parse(name))
                 except NameSyntaxError as e:
                     loc = ("test_suite_config", "files", i, "tests", j, "names", k)
-                    line, col = _position(node, loc)
+                    line, col = _position(tree.node, loc)
                     problems.append(Problem(str(path), line, col, _key_path(loc), str(e)))
             compiled[id(t)] = tuple(names)
     return compiled, problems
 
 
 def _validate(
-    path: Path, data: Any, node: Any, env: dict[str, str] | None = None
+    path: Path, data: Any, tree: _Tree, env: dict[str, str] | None = None
 ) -> tuple[Document, dict[int, tuple[NamePattern, ...]]]:
-    problems = _expand_relay(path, node, data, dict(os.environ) if env is None else env)
+    problems = _expand_relay(path, tree, data, dict(os.environ) if env is None else env)
     cases: CasesDocument | None = None
     if "cases" in data:
         # Torch Spyre's model-case files: top-level model/default(s)/cases, checked on
@@ -714,66 +858,122 @@ def _validate(
         try:
             cases = CasesDocument.model_validate({k: data[k] for k in CASES_KEYS if k in data})
         except ValidationError as e:
-            problems += _problems(path, node, e, CasesDocument)
+            problems += _problems(path, tree.node, e, CasesDocument)
         data = {k: v for k, v in data.items() if k not in CASES_KEYS}
         if not data:
             data = {"test_suite_config": {}}
     try:
         doc = Document.model_validate(data)
     except ValidationError as e:
-        problems += _problems(path, node, e, Document)
+        problems += _problems(path, tree.node, e, Document)
     if problems:
         raise ConfigError(problems) from None
-    compiled, problems = _compile_names(path, node, doc.test_suite_config)
+    compiled, problems = _compile_names(path, tree, doc.test_suite_config)
     if problems:
         raise ConfigError(problems)
     doc._cases = cases
-    _attach_origins(path, node, doc)
+    if tree.origins is not None:
+        with contextlib.suppress(TypeError, ValueError):  # else a cache entry of another shape
+            _attach_origins(path, doc, tree.origins)
+            return doc, compiled
+    tree.origins = _origin_table(tree.node, doc)
+    tree.keep()
+    _attach_origins(path, doc, tree.origins)
     return doc, compiled
 
 
-def _attach_origins(path: Path, node: Any, doc: Document) -> None:
-    """Record ``file:line`` on every file, test entry and capability (for messages)."""
+Origins = tuple[Any, ...]
+"""Where the entries of a document were written, as plain data (it is cached, Note
+[Config cache]): (test_selectors lines, per file (line, path line, path column, per
+test entry its line or (line, selectors lines, declared ops' lines, declared modules'
+lines)), lines of global's supported_dtypes, supported_ops, supported_modules). Lines
+of selectors are (include lines, exclude lines)."""
+
+
+def _origin_table(node: Any, doc: Document) -> Origins:
+    """The lines :func:`_attach_origins` records, found in the node tree (where
+    the validated document has something to mark)."""
 
     def items(parent: Any, key: str) -> list[Any]:
         found = _child(parent, key) if parent is not None else None
         value = found[1] if found else None
         return list(value.value) if isinstance(value, yaml.SequenceNode) else []
 
+    def lines(nodes: list[Any]) -> list[int]:
+        return [n.start_mark.line + 1 for n in nodes]
+
+    def selectors(block: Selectors | None, parent: Any, key: str) -> Any:
+        found = _child(parent, key) if block is not None and parent is not None else None
+        if not found:
+            return None
+        return lines(items(found[1], "include")), lines(items(found[1], "exclude"))
+
     found = _child(node, "test_suite_config")
     top = found[1] if found else None
     suite = doc.test_suite_config
-
-    def selectors(block: Selectors | None, parent: Any, key: str) -> None:
-        found = _child(parent, key) if block is not None and parent is not None else None
-        for side in ("include", "exclude"):
-            nodes = items(found[1], side) if found else []
-            for item, inode in zip(getattr(block, side, ()), nodes, strict=False):
-                item._origin = f"{path}:{inode.start_mark.line + 1}"
-
-    selectors(suite.test_selectors, top, "test_selectors")
+    files = []
     for i, (f, fnode) in enumerate(zip(suite.files, items(top, "files"), strict=False)):
-        f._origin = f"{path}:{fnode.start_mark.line + 1}"
         line, col = _position(node, ("test_suite_config", "files", i, "path"))
-        f._path_at = (f.path, str(path), line, col, f"test_suite_config.files[{i}].path")
+        tests: list[Any] = []
         for t, tnode in zip(f.tests, items(fnode, "tests"), strict=False):
-            t._origin = f"{path}:{tnode.start_mark.line + 1}"
-            selectors(t.selectors, tnode, "selectors")
-            found = _child(tnode, "edits")
+            tline = tnode.start_mark.line + 1
+            if t.selectors is None and t.edits is None:
+                tests.append(tline)
+                continue
+            refs: list[Any] = [None, None]
+            found = _child(tnode, "edits") if t.edits is not None else None
             enode = found[1] if found else None
-            for axis in ("ops", "modules"):
+            for k, axis in enumerate(("ops", "modules")):
                 edit = getattr(t.edits, axis, None) if t.edits else None
                 found = _child(enode, axis) if enode is not None else None
-                if edit is None or found is None:
-                    continue
-                for ref, rnode in zip(edit.include, items(found[1], "include"), strict=False):
-                    ref._origin = f"{path}:{rnode.start_mark.line + 1}"
+                if edit is not None and found is not None:
+                    refs[k] = lines(items(found[1], "include"))
+            tests.append((tline, selectors(t.selectors, tnode, "selectors"), *refs))
+        files.append((fnode.start_mark.line + 1, line, col, tests))
     gfound = _child(top, "global") if top is not None else None
     gnode = gfound[1] if gfound else None
+    caps = tuple(
+        lines(items(gnode, key)) if getattr(suite.global_, key) else []
+        for key in ("supported_dtypes", "supported_ops", "supported_modules")
+    )
+    return selectors(suite.test_selectors, top, "test_selectors"), files, caps
+
+
+def _attach_origins(path: Path, doc: Document, table: Origins) -> None:
+    """Record ``file:line`` on every file, test entry and capability (for messages),
+    as loader-set attributes (Note [Loader-set attributes] in model.py)."""
+    at = f"{path}:"
+
+    def mark(models: Any, lines: list[int] | None) -> None:
+        for model, line in zip(models or (), lines or (), strict=False):
+            set_private(model, "_origin", at + str(line))
+
+    def selectors(block: Selectors | None, lines: Any) -> None:
+        if block is not None and lines is not None:
+            mark(block.include, lines[0])
+            mark(block.exclude, lines[1])
+
+    sel, files, caps = table
+    suite = doc.test_suite_config
+    selectors(suite.test_selectors, sel)
+    for i, (f, (fline, line, col, tests)) in enumerate(zip(suite.files, files, strict=False)):
+        set_private(f, "_origin", at + str(fline))
+        where = (f.path, str(path), line, col, f"test_suite_config.files[{i}].path")
+        set_private(f, "_path_at", where)
+        for t, entry in zip(f.tests, tests, strict=False):
+            if entry.__class__ is int:
+                set_private(t, "_origin", at + str(entry))
+                continue
+            tline, tsel, ops, modules = entry
+            set_private(t, "_origin", at + str(tline))
+            selectors(t.selectors, tsel)
+            if t.edits is not None:
+                mark(t.edits.ops.include if t.edits.ops else None, ops)
+                mark(t.edits.modules.include if t.edits.modules else None, modules)
     g = suite.global_
-    for key in ("supported_dtypes", "supported_ops", "supported_modules"):
-        for ref, rnode in zip(getattr(g, key) or [], items(gnode, key), strict=False):
-            ref._origin = f"{path}:{rnode.start_mark.line + 1}"
+    keys = ("supported_dtypes", "supported_ops", "supported_modules")
+    for key, lines in zip(keys, caps, strict=True):
+        mark(getattr(g, key), lines)
 
 
 # --------------------------------------------------------------- composition
@@ -829,8 +1029,8 @@ def _load_doc(
     names: dict[int, tuple[NamePattern, ...]],
 ) -> tuple[TestSuiteConfig, Document, RelayPolicy | None]:
     sources.append(path)
-    data, node = _read_yaml(path)
-    doc, compiled = _validate(path, data, node, env)
+    data, tree = _read(path)
+    doc, compiled = _validate(path, data, tree, env)
     names.update(compiled)
     relay = doc.relay
     suite = doc.test_suite_config
@@ -845,7 +1045,7 @@ def _load_doc(
     for i, ext in enumerate(suite.extends):
         target = (path.parent / ext).resolve()
         if _norm(target) in stack:
-            line, col = _position(node, ("test_suite_config", "extends", i))
+            line, col = _position(tree.node, ("test_suite_config", "extends", i))
             chain = " -> ".join([*stack, _norm(target)])
             raise ConfigError(
                 [
@@ -859,7 +1059,7 @@ def _load_doc(
                 ]
             )
         if not target.is_file():
-            line, col = _position(node, ("test_suite_config", "extends", i))
+            line, col = _position(tree.node, ("test_suite_config", "extends", i))
             raise ConfigError(
                 [
                     Problem(
@@ -1050,11 +1250,11 @@ def _resolve(
     for i, f in enumerate(suite.files):
         where = f.origin or f"{src}:0"
         fname, _, fline = where.rpartition(":")
-        patterns: list[tuple[TestEntry, tuple[NamePattern, ...]]] = []
+        names = loaded.names
+        patterns = [(t, names[id(t)]) for t in f.tests]
         for j, t in enumerate(f.tests):
-            tfile, _, tline = (t.origin or where).rpartition(":")
-            patterns.append((t, loaded.names[id(t)]))
             if t.edits and t.edits.functions:
+                tfile, _, tline = (t.origin or where).rpartition(":")
                 cfg.warnings.append(
                     Problem(
                         tfile,

@@ -42,17 +42,33 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+# Note [Loader-set attributes]
+# Where an entry came from (``file:line`` of each entry, where a file's ``path:`` is)
+# is not config data: the loader sets it after validation, with set_private, in the
+# model's ``__pydantic_private__`` dict, and properties read it. Not declared as
+# PrivateAttr: pydantic then runs Python code for every instance it builds to fill
+# in the defaults (a third of validating 100,000 test entries); a model the loader
+# did not set has None there, and the properties give their defaults.
+
+
+def set_private(model: BaseModel, name: str, value: Any) -> None:
+    """Set a loader-set attribute (Note [Loader-set attributes])."""
+    private = model.__pydantic_private__
+    if private is None:
+        object.__setattr__(model, "__pydantic_private__", {name: value})
+    else:
+        private[name] = value
+
+
 class _Documented(_Strict):
     """Fields every entry may carry: free text that ends up in reports."""
 
-    # "file:line" of the entry, filled in by the loader; used in reasons.
-    _origin: str = PrivateAttr(default="")
-
     @property
     def origin(self) -> str:
-        """``file:line`` of the entry (read for every decided variant: no pydantic lookup)."""
+        """``file:line`` of the entry, set by the loader (Note [Loader-set attributes]);
+        read for every decided variant."""
         private = self.__pydantic_private__
-        return str(private["_origin"]) if private else ""
+        return str(private.get("_origin", "")) if private else ""
 
     description: str | None = Field(default=None, description="Free text for humans.")
     reason: str | None = Field(
@@ -567,12 +583,12 @@ class SelectorItem(_Strict):
         description="Shell-style globs; the test's name (test_conv2d_emu_float32) or "
         "'Class::name' matches any of them.",
     )
-    _origin: str = PrivateAttr(default="")
 
     @property
     def origin(self) -> str:
+        """``file:line`` of the item (Note [Loader-set attributes])."""
         private = self.__pydantic_private__
-        return str(private["_origin"]) if private else ""
+        return str(private.get("_origin", "")) if private else ""
 
     @property
     def needs_evidence(self) -> bool:
@@ -678,9 +694,6 @@ class TestEntry(_Documented):
 
 
 class FileEntry(_Documented):
-    # (path as written, file, line, col, key path) of `path:`, filled in by the loader.
-    _path_at: tuple[str, str, int, int, str] = PrivateAttr(default=("", "", 0, 0, "path"))
-
     path: str = Field(description="Test file; ${VAR} expanded, globs allowed.")
     unlisted_test_mode: Mode = Field(
         default="skip", description="Outcome for every test no entry names (default: skip)."
@@ -702,9 +715,11 @@ class FileEntry(_Documented):
 
     @property
     def path_at(self) -> tuple[str, str, int, int, str]:
-        """(``path`` as written, file, line, col, full key path): where problems point."""
+        """(``path`` as written, file, line, col, full key path): where problems point,
+        set by the loader (Note [Loader-set attributes])."""
         private = self.__pydantic_private__
-        return private["_path_at"] if private else (self.path, "", 0, 0, "path")
+        found = private.get("_path_at") if private else None
+        return found if found is not None else (self.path, "", 0, 0, "path")
 
 
 class GlobalCaps(_Strict):

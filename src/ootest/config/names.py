@@ -40,6 +40,7 @@ one ``|`` (alternatives multiply the ways to try). That covers the common forms
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -50,6 +51,24 @@ import re2
 AXES = ("op", "dtype", "module")
 _META = re.compile(r"[.*+?()\[\]|^$\\{}]")  # a name with these is a pattern
 _PLAIN = re.compile(r"^(?:(?P<cls>[A-Za-z_][A-Za-z0-9_]*)::)?(?P<meth>[A-Za-z_][A-Za-z0-9_]*)$")
+
+
+# The most common name of a large config, 'Class::method[k=v,...]', in one match, as
+# NamePattern.parse's general path reads it: not 're:', no surrounding space, one '='
+# in each part, no empty part (anything else takes the general path).
+_PAIR = r"[^\[\]=,\s]+=[^\[\]=,\s]+"
+_FILTERED = re.compile(
+    rf"(?!re:)(?:([A-Za-z_][A-Za-z0-9_]*)::)?([A-Za-z_][A-Za-z0-9_]*)\[({_PAIR}(?:,{_PAIR})*)\]"
+).fullmatch
+
+
+@functools.lru_cache(maxsize=4096)
+def _filters(body: str) -> tuple[tuple[str, str], ...]:
+    """The pairs of a filter body matched by _FILTERED; the same few bodies
+    (``dtype=float32``) recur across thousands of names: built once, shared."""
+    return tuple(
+        (key, value) for key, _, value in (part.partition("=") for part in body.split(","))
+    )
 
 
 class NameSyntaxError(ValueError):
@@ -202,6 +221,15 @@ class NamePattern:
 
     @classmethod
     def parse(cls, raw: str) -> NamePattern:
+        fm = _FILTERED(raw)
+        if fm is not None:  # 'Class::method[k=v,...]', the common form of large configs
+            name, method, body = fm.groups()
+            return cls(raw, "exact" if name else "bare", name, method, None, _filters(body))
+        return cls._parse(raw)
+
+    @classmethod
+    def _parse(cls, raw: str) -> NamePattern:
+        """Every form of name (``parse`` takes a shortcut for the most common one)."""
         text = raw.strip()
         pm = None if text.endswith("]") else _PLAIN.match(text)
         if pm is not None:  # most names: Class::method or method
