@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -196,6 +198,34 @@ def checkout_files(root: Path = ROOT) -> dict[str, tuple[int, int]]:
 
 def _controller(config: pytest.Config) -> bool:
     return not hasattr(config, "workerinput")
+
+
+_OWN_CACHE = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Tests write only into temporary folders: ootest's caches (plans, configs, judge
+    answers) go to one made for this run, which the workers inherit. Only the emu
+    build is shared with the user's cache (a link): it is a compiled artifact keyed
+    by its sources, and rebuilding it per run would cost minutes."""
+    if not _controller(config) or os.environ.get("OOTEST_CACHE_DIR"):
+        return
+    from ootest.cache import cache_dir
+
+    real_emu = cache_dir() / "emu"
+    real_emu.mkdir(parents=True, exist_ok=True)
+    own = tempfile.mkdtemp(prefix="ootest-tests-cache-")
+    os.symlink(real_emu, os.path.join(own, "emu"))
+    os.environ["OOTEST_CACHE_DIR"] = own
+    config.stash[_OWN_CACHE] = own
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    own = config.stash.get(_OWN_CACHE, None)
+    if own is not None:
+        os.environ.pop("OOTEST_CACHE_DIR", None)
+        os.unlink(os.path.join(own, "emu"))
+        shutil.rmtree(own, ignore_errors=True)
 
 
 _BEFORE = pytest.StashKey[dict[str, tuple[int, int]]]()
