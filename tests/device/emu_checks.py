@@ -127,3 +127,52 @@ def test_rng_functions_of_a_backend_module() -> None:
     assert torch.equal(torch.rand(3, device="emu").cpu(), a)
     emu.seed()
     assert emu.initial_seed() != 7
+
+
+def test_quantized_tensors_on_full_match_cpu() -> None:
+    """`full` runs quantized tensors (QuantizedPrivateUse1) as the CPU does: created
+    on the device, viewed in place, computed through the QuantizedCPU kernels."""
+    from ootest.device import emu
+
+    emu.load("full")
+    try:
+        x = torch.randn(4, 3)
+        q = torch.quantize_per_tensor(x.to("emu"), 0.1, 5, torch.quint8)
+        ref = torch.quantize_per_tensor(x, 0.1, 5, torch.quint8)
+        assert q.device.type == "emu" and q.is_quantized and q.dtype == torch.quint8
+        assert (q.q_scale(), q.q_zero_point()) == (0.1, 5)
+        assert torch.equal(q.int_repr().cpu(), ref.int_repr())
+        assert torch.equal(q.flip(0).int_repr().cpu(), ref.flip(0).int_repr())
+        v = q.t()
+        assert v._base is q and v.data_ptr() == q.data_ptr() and v.is_quantized
+        assert torch.equal(q.cpu().dequantize(), ref.dequantize())
+        scales, zero_points = torch.tensor([0.1, 0.2, 0.3]), torch.tensor([0, 1, 2])
+        qc = torch.quantize_per_channel(x.to("emu"), scales, zero_points, 1, torch.qint8)
+        refc = torch.quantize_per_channel(x, scales, zero_points, 1, torch.qint8)
+        assert qc.device.type == "emu" and qc.q_per_channel_axis() == 1
+        assert torch.equal(qc.dequantize().cpu(), refc.dequantize())
+        e = torch._empty_affine_quantized(
+            [2, 3], scale=2, zero_point=3, dtype=torch.quint8, device="emu"
+        )
+        assert e.device.type == "emu" and e.ravel()._base is e
+        regs = torch._C._dispatch_get_registrations_for_dispatch_key("QuantizedPrivateUse1")
+        assert "aten::flip" in regs and "aten::_empty_affine_quantized" in regs
+    finally:
+        emu.load("young")
+
+
+def test_quantized_tensors_are_not_in_young() -> None:
+    # young allows no quantized dtype: the standard error of a backend without them
+    with pytest.raises(NotImplementedError, match=r"aten::_empty_affine_quantized.*'Quantizedemu'"):
+        torch._empty_affine_quantized(
+            [2], scale=1.0, zero_point=0, dtype=torch.quint8, device="emu"
+        )
+    assert not torch._C._dispatch_get_registrations_for_dispatch_key("QuantizedPrivateUse1")
+
+
+def test_out_on_another_device_is_an_error() -> None:
+    a = torch.ones(3, device="emu")
+    with pytest.raises(
+        RuntimeError, match=r"aten::add.out: expected all tensors to be on the same device"
+    ):
+        torch.add(a, a, out=torch.empty(3))

@@ -27,7 +27,7 @@ def test_emu_behaviour() -> None:
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     summary = r.stdout.strip().splitlines()[-1]
     # every check ran and passed: nothing failed, skipped or deselected
-    assert summary.startswith(("11 passed in", "11 passed, ")), summary
+    assert summary.startswith(("14 passed in", "14 passed, ")), summary
     assert not any(w in summary for w in ("failed", "skipped", "error", "deselected")), summary
 
 
@@ -79,3 +79,14 @@ def test_a_baton_left_by_a_killed_loader_does_not_block_later_loads(tmp_path: Pa
     assert r.returncode == 0, r.stderr[-2000:]
     assert "emu:0" in r.stdout, r.stdout
     assert "building" not in r.stderr  # the finished build was imported, not rebuilt
+
+
+def test_profiles_declare_quantized_support(tmp_path: Path) -> None:
+    from ootest.device.emu import allows_quantized, read_profile
+
+    assert allows_quantized(read_profile("full"))  # dtypes: ["*"]
+    assert not allows_quantized(read_profile("young"))
+    assert not allows_quantized(read_profile("faulty"))
+    own = tmp_path / "int8.yaml"
+    own.write_text("dtypes: [float32, qint8]\nops: [add, flip]\n")
+    assert allows_quantized(read_profile(str(own)))

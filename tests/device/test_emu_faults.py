@@ -106,7 +106,8 @@ def test_every_bad_fault_entry_is_reported_with_its_place(tmp_path: Path) -> Non
         "expected one of kind, dtypes, min_numel, signal",
         f"{path}:9:30: faults.sub.dtypes[0]: unknown dtype 'float8'; expected one of "
         "float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool, "
-        "complex32, complex64, complex128, uint16, uint32, uint64",
+        "complex32, complex64, complex128, uint16, uint32, uint64, quint8, qint8, qint32, "
+        "quint4x2, quint2x4",
         f"{path}:9:50: faults.sub.min_numel: expected an integer >= 0, found -1",
         f"{path}:10:8: faults.add: expected a mapping with 'kind:' "
         "(wrong, crash, hang, error), found a string ('error')",

@@ -45,7 +45,13 @@ C10_DTYPES = {
     "uint16": "UInt16",
     "uint32": "UInt32",
     "uint64": "UInt64",
+    "quint8": "QUInt8",
+    "qint8": "QInt8",
+    "qint32": "QInt32",
+    "quint4x2": "QUInt4x2",
+    "quint2x4": "QUInt2x4",
 }
+QUANTIZED_DTYPES = ("quint8", "qint8", "qint32", "quint4x2", "quint2x4")
 # Kernels registered natively in emu.cpp (storage, copies, views): never profile-gated.
 NATIVE_OPS = frozenset(
     {
@@ -65,6 +71,36 @@ NATIVE_OPS = frozenset(
         "unfold",
         "view_as_real",
         "view_as_complex",
+    }
+)
+# Kernels registered natively for QuantizedPrivateUse1 when the profile allows a
+# quantized dtype (see Note [emu quantized tensors] in emu.cpp).
+NATIVE_QUANTIZED_OPS = frozenset(
+    {
+        "empty.memory_format",
+        "empty_strided",
+        "_empty_affine_quantized",
+        "_empty_per_channel_affine_quantized",
+        "empty_quantized",
+        "empty_like",
+        "_copy_from",
+        "_copy_from_and_resize",
+        "resize_",
+        "set_.source_Storage_storage_offset",
+        "as_strided",
+        "view",
+        "_reshape_alias",
+        "unfold",
+        "squeeze",
+        "squeeze.dim",
+        "squeeze.dims",
+        "unsqueeze",
+        "qscheme",
+        "q_scale",
+        "q_zero_point",
+        "q_per_channel_scales",
+        "q_per_channel_zero_points",
+        "q_per_channel_axis",
     }
 )
 
@@ -513,24 +549,46 @@ def _device_module() -> types.ModuleType:
 _state: dict[str, Any] = {}
 
 
-def _resolve_ops(profile: Profile) -> list[str]:
+def _aten_registrations(key: str) -> list[str]:
     import torch
 
-    cpu = sorted(
+    return sorted(
         r.removeprefix("aten::")
-        for r in torch._C._dispatch_get_registrations_for_dispatch_key("CPU")
+        for r in torch._C._dispatch_get_registrations_for_dispatch_key(key)
         if r.startswith("aten::")
     )
+
+
+def _wanted(op: str, wanted: set[str]) -> bool:
+    base = op.split(".", 1)[0]
+    return "*" in wanted or op in wanted or base in wanted or base.removesuffix("_") in wanted
+
+
+def allows_quantized(profile: Profile) -> bool:
+    """Whether the profile allows a quantized dtype (``dtypes: ["*"]`` allows all)."""
+    listed = [*profile.dtypes, *(d for v in profile.op_dtypes.values() for d in v)]
+    return not profile.dtypes or any(d in QUANTIZED_DTYPES for d in listed)
+
+
+def _resolve_quantized_ops(profile: Profile) -> list[str]:
+    """The ops emu runs on quantized tensors through the CPU fallback: those with a
+    QuantizedCPU kernel that the profile enables, when it allows a quantized dtype."""
+    if not allows_quantized(profile):
+        return []
+    wanted = set(profile.ops)
+    return [
+        op
+        for op in _aten_registrations("QuantizedCPU")
+        if op not in NATIVE_QUANTIZED_OPS and _wanted(op, wanted)
+    ]
+
+
+def _resolve_ops(profile: Profile) -> list[str]:
+    cpu = _aten_registrations("CPU")
     wanted = set(profile.ops)
     if "*" in wanted:
         return [op for op in cpu if op not in NATIVE_OPS]
-    out = []
-    for op in cpu:
-        if op in NATIVE_OPS:
-            continue
-        base = op.split(".", 1)[0]
-        if op in wanted or base in wanted or base.removesuffix("_") in wanted:
-            out.append(op)
+    out = [op for op in cpu if op not in NATIVE_OPS and _wanted(op, wanted)]
     unknown = sorted(
         w for w in wanted if not any(o == w or o.split(".", 1)[0] in (w, w + "_") for o in out)
     )
@@ -604,7 +662,13 @@ def load(profile: str = "young") -> types.ModuleType:
                 per_op[f"aten::{op}"] = [C10_DTYPES[d] for d in prof.op_dtypes[key]]
                 break
     ext.set_profile(
-        prof.name, ops, [C10_DTYPES[d] for d in prof.dtypes], per_op, _resolve_faults(prof, ops)
+        prof.name,
+        ops,
+        [C10_DTYPES[d] for d in prof.dtypes],
+        per_op,
+        _resolve_faults(prof, ops),
+        allows_quantized(prof),
+        _resolve_quantized_ops(prof),
     )
     _state["profile"] = prof
     module: types.ModuleType = getattr(torch, NAME)

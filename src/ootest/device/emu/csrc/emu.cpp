@@ -10,12 +10,28 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/CPUFallback.h>
-#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/_empty_affine_quantized_native.h>
+#include <ATen/ops/_empty_per_channel_affine_quantized_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty_like_native.h>
+#include <ATen/ops/empty_native.h>
+#include <ATen/ops/empty_quantized_native.h>
+#include <ATen/ops/empty_strided_native.h>
+#include <ATen/ops/q_per_channel_axis_native.h>
+#include <ATen/ops/q_per_channel_scales_native.h>
+#include <ATen/ops/q_per_channel_zero_points_native.h>
+#include <ATen/ops/q_scale_native.h>
+#include <ATen/ops/q_zero_point_native.h>
+#include <ATen/ops/qscheme_native.h>
+#include <ATen/ops/squeeze_native.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/unsqueeze_native.h>
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
+#include <ATen/quantized/QTensorImpl.h>
+#include <ATen/quantized/Quantizer.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
@@ -144,6 +160,8 @@ std::mutex g_mutex;
 Profile g_profile;
 std::vector<std::unique_ptr<torch::Library>> g_libraries;
 
+void register_quantized_natives(torch::Library& lib);  // below, with the storage kernels
+
 std::string dtype_list(const std::set<c10::ScalarType>& s) {
   std::string out;
   for (auto t : s) {
@@ -237,6 +255,35 @@ void perturb_results(const c10::FunctionSchema& schema, const Fault& f,
   }
 }
 
+// A device kernel writes only into device memory: an out= (or other written)
+// tensor on another device is an error, as on any accelerator, not something
+// the CPU fallback may quietly copy back into.
+void check_outputs_on_device(const std::string& op, const c10::FunctionSchema& schema,
+                             const torch::jit::Stack& stack, size_t n) {
+  const size_t first = stack.size() - n;
+  for (size_t j = 0; j < n; ++j) {
+    const auto* alias = schema.arguments()[j].alias_info();
+    if (alias == nullptr || !alias->isWrite()) continue;
+    const auto& iv = stack[first + j];
+    std::vector<at::Tensor> written;
+    if (iv.isTensor()) {
+      written.push_back(iv.toTensor());
+    } else if (iv.isTensorList()) {
+      written = iv.toTensorList().vec();
+    }
+    for (const auto& t : written) {
+      TORCH_CHECK(!t.defined() || t.device().type() == kEmu, op,
+                  ": expected all tensors to be on the same device, but argument '",
+                  schema.arguments()[j].name(), "' is on ", t.device(),
+                  " and the operation runs on emu");
+    }
+  }
+}
+
+// The kernel of every profile op: the profile's checks and faults, then the
+// CPU kernel of the same op. `CpuKey` is where the CPU fallback redispatches:
+// CPU for ordinary tensors, QuantizedCPU for quantized ones.
+template <c10::DispatchKey CpuKey>
 void emu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const std::string name = c10::toString(schema.operator_name());
@@ -253,6 +300,7 @@ void emu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         if (t.has_value()) check_tensor(name, *t, shape);
     }
   }
+  check_outputs_on_device(name, schema, *stack, n);
   const Fault* fault = matching_fault(name, shape);
   if (fault != nullptr) {
     switch (fault->kind) {
@@ -268,7 +316,7 @@ void emu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         break;
     }
   }
-  at::native::cpu_fallback(op, stack);
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/false, CpuKey);
   if (fault != nullptr && fault->kind == FaultKind::Wrong) perturb_results(schema, *fault, stack);
 }
 
@@ -308,10 +356,19 @@ Fault parse_fault(const std::string& op, const FaultSpec& spec) {
   return f;
 }
 
+// Note [emu quantized tensors]
+// A quantized tensor dispatches to QuantizedPrivateUse1, not PrivateUse1. When
+// the profile allows a quantized dtype, emu registers there what QuantizedCPU
+// has: storage, copy and view kernels natively (below), every other op through
+// the same boxed CPU fallback (`quantized_ops`, resolved in Python from the
+// QuantizedCPU registrations). Without a quantized dtype nothing is registered,
+// and a quantized tensor on emu fails with PyTorch's standard NotImplementedError
+// for the 'Quantizedemu' backend, like on a backend without quantization.
 void set_profile(const std::string& profile_name, const std::vector<std::string>& ops,
                  const std::vector<std::string>& dtypes,
                  const std::unordered_map<std::string, std::vector<std::string>>& op_dtypes,
-                 const std::unordered_map<std::string, FaultSpec>& faults) {
+                 const std::unordered_map<std::string, FaultSpec>& faults, bool quantized,
+                 const std::vector<std::string>& quantized_ops) {
   // Parsed in full before anything changes, so that a bad entry leaves the
   // previous profile in place.
   Profile next;
@@ -328,9 +385,20 @@ void set_profile(const std::string& profile_name, const std::vector<std::string>
   auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
                                               c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
   for (const auto& op : ops) {
-    lib->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&emu_boxed_kernel>());
+    lib->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<
+                              &emu_boxed_kernel<c10::DispatchKey::CPU>>());
   }
   g_libraries.push_back(std::move(lib));
+  if (quantized) {
+    auto qlib = std::make_unique<torch::Library>(
+        torch::Library::IMPL, "aten", c10::DispatchKey::QuantizedPrivateUse1, __FILE__, __LINE__);
+    register_quantized_natives(*qlib);
+    for (const auto& op : quantized_ops) {
+      qlib->impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<
+                                 &emu_boxed_kernel<c10::DispatchKey::QuantizedCPU>>());
+    }
+    g_libraries.push_back(std::move(qlib));
+  }
 }
 
 std::string profile_name() { return g_profile.name; }
@@ -367,9 +435,38 @@ at::Tensor emu_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   return at::detail::empty_strided_generic(size, stride, &g_allocator, ks, st);
 }
 
+// A QuantizedCPU tensor on the same host bytes as a quantized emu tensor, with
+// the same quantization parameters (per-channel scales and zero points as CPU
+// aliases too, so that CPU kernels never meet an emu tensor). Built without
+// dispatching: a dispatched call here would come back through the fallback.
+at::Tensor host_alias_quantized(const at::Tensor& t) {
+  at::QuantizerPtr quantizer = at::get_qtensorimpl(t)->quantizer();
+  const auto scheme = quantizer->qscheme();
+  if (scheme == at::kPerChannelAffine || scheme == at::kPerChannelAffineFloatQParams) {
+    auto* per_channel = static_cast<at::PerChannelAffineQuantizer*>(quantizer.get());
+    const at::Tensor scales = per_channel->scales();
+    const at::Tensor zero_points = per_channel->zero_points();
+    if (scales.device().type() == kEmu || zero_points.device().type() == kEmu) {
+      quantizer = at::make_per_channel_affine_quantizer(host_alias(scales),
+                                                        host_alias(zero_points),
+                                                        per_channel->axis(), t.scalar_type());
+    }
+  }
+  const c10::Storage& source = t.storage();
+  c10::Storage storage(c10::Storage::use_byte_size_t(), source.nbytes(),
+                       at::DataPtr(source.mutable_data(), c10::Device(c10::DeviceType::CPU)),
+                       nullptr, false);
+  auto alias = at::detail::make_tensor<at::QTensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::QuantizedCPU), t.dtype(),
+      std::move(quantizer));
+  alias.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return alias;
+}
+
 // A CPU tensor that aliases the same host bytes as an emu tensor.
 at::Tensor host_alias(const at::Tensor& t) {
   if (t.device().type() != kEmu) return t;
+  if (t.is_quantized()) return host_alias_quantized(t);
   at::Tensor alias;
   if (t.numel() == 0) {
     alias = at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU));
@@ -382,9 +479,13 @@ at::Tensor host_alias(const at::Tensor& t) {
 }
 
 at::Tensor& emu_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
-  if (self.numel() == 0) return self;
-  at::Tensor dst = host_alias(self);
-  dst.copy_(host_alias(src), non_blocking);
+  if (self.numel() != 0) {
+    at::Tensor dst = host_alias(self);
+    dst.copy_(host_alias(src), non_blocking);  // CPU rules: quantize, refuse q -> float, ...
+  }
+  // As the CPU's copy_ does, a quantized copy takes the source's parameters
+  // (the CPU copy above set them on the alias only).
+  if (self.is_quantized() && src.is_quantized()) at::set_quantizer_(self, src.quantizer());
   return self;
 }
 
@@ -453,6 +554,91 @@ at::Tensor& emu_set_tensor(at::Tensor& self, const at::Tensor& src) {
 at::Scalar emu_local_scalar_dense(const at::Tensor& self) {
   check_storage_dtype(self.scalar_type());
   return host_alias(self).item();
+}
+
+// The quantized empties allocate through new_qtensor, which takes the
+// PrivateUse1 allocator (emu's); only the profile's dtype check is added.
+at::Tensor emu_empty_affine_quantized(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                                      std::optional<at::Layout> layout,
+                                      std::optional<at::Device> device,
+                                      std::optional<bool> pin_memory, double scale,
+                                      int64_t zero_point,
+                                      std::optional<at::MemoryFormat> memory_format) {
+  check_storage_dtype(c10::dtype_or_default(dtype));
+  return at::native::empty_affine_quantized(size, dtype, layout, device, pin_memory, scale,
+                                            zero_point, memory_format);
+}
+
+at::Tensor emu_empty_per_channel_affine_quantized(
+    c10::IntArrayRef size, const at::Tensor& scales, const at::Tensor& zero_points, int64_t axis,
+    std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+    std::optional<at::Device> device, std::optional<bool> pin_memory,
+    std::optional<at::MemoryFormat> memory_format) {
+  check_storage_dtype(c10::dtype_or_default(dtype));
+  return at::native::empty_per_channel_affine_quantized(size, scales, zero_points, axis, dtype,
+                                                        layout, device, pin_memory,
+                                                        memory_format);
+}
+
+at::Tensor emu_empty_unknown_quantized(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                                       std::optional<at::Layout> layout,
+                                       std::optional<at::Device> device,
+                                       std::optional<bool> pin_memory,
+                                       std::optional<at::MemoryFormat> memory_format) {
+  check_storage_dtype(c10::dtype_or_default(dtype));
+  return at::native::empty_unknown_quantized(size, dtype, layout, device, pin_memory,
+                                             memory_format);
+}
+
+at::Tensor emu_empty_strided_unknown_quantized(c10::IntArrayRef size, c10::IntArrayRef stride,
+                                               std::optional<at::ScalarType> dtype,
+                                               std::optional<at::Layout> layout,
+                                               std::optional<at::Device> device,
+                                               std::optional<bool> pin_memory) {
+  check_storage_dtype(c10::dtype_or_default(dtype));
+  return at::native::empty_strided_unknown_quantized(size, stride, dtype, layout, device,
+                                                     pin_memory);
+}
+
+at::Tensor emu_squeeze_quantized(const at::Tensor& self) {
+  return at::native::squeeze_quantized(self);
+}
+at::Tensor emu_squeeze_quantized_dim(const at::Tensor& self, int64_t dim) {
+  return at::native::squeeze_quantized(self, dim);
+}
+at::Tensor emu_squeeze_quantized_dims(const at::Tensor& self, c10::IntArrayRef dims) {
+  return at::native::squeeze_quantized(self, dims);
+}
+
+// What QuantizedCPU registers natively (storage, copies, views, and the
+// quantization parameters: the fallback's copy to the CPU asks for those, so
+// through the fallback they would recurse), for QuantizedPrivateUse1; see
+// Note [emu quantized tensors].
+void register_quantized_natives(torch::Library& lib) {
+  lib.impl("qscheme", &at::native::qscheme_quant);
+  lib.impl("q_scale", &at::native::q_scale_quant);
+  lib.impl("q_zero_point", &at::native::q_zero_point_quant);
+  lib.impl("q_per_channel_scales", &at::native::q_per_channel_scales);
+  lib.impl("q_per_channel_zero_points", &at::native::q_per_channel_zero_points);
+  lib.impl("q_per_channel_axis", &at::native::q_per_channel_axis);
+  lib.impl("empty.memory_format", &emu_empty_unknown_quantized);
+  lib.impl("empty_strided", &emu_empty_strided_unknown_quantized);
+  lib.impl("_empty_affine_quantized", &emu_empty_affine_quantized);
+  lib.impl("_empty_per_channel_affine_quantized", &emu_empty_per_channel_affine_quantized);
+  lib.impl("empty_quantized", &at::native::empty_quantized);
+  lib.impl("empty_like", &at::native::empty_like_quantized);
+  lib.impl("_copy_from", &emu_copy_from);
+  lib.impl("_copy_from_and_resize", &emu_copy_from_and_resize);
+  lib.impl("resize_", &emu_resize_);
+  lib.impl("set_.source_Storage_storage_offset", &emu_set_storage);
+  lib.impl("as_strided", &at::native::as_strided_qtensorimpl);
+  lib.impl("view", &at::native::view);
+  lib.impl("_reshape_alias", &at::native::_reshape_alias);
+  lib.impl("unfold", &at::native::unfold);
+  lib.impl("squeeze", &emu_squeeze_quantized);
+  lib.impl("squeeze.dim", &emu_squeeze_quantized_dim);
+  lib.impl("squeeze.dims", &emu_squeeze_quantized_dims);
+  lib.impl("unsqueeze", &at::native::unsqueeze_quantized);
 }
 
 }  // namespace
