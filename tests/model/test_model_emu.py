@@ -98,6 +98,35 @@ def test_declared_calls_and_modules_run_on_emu(tmp_path: Path) -> None:
     assert ("torch.add", "big") in values  # without the bound it runs
 
 
+def test_call_and_module_tags_select_injected_variants(tmp_path: Path) -> None:
+    """A declared call's tags (Torch Spyre's constant, fp32operation...) and a module
+    entry's are marks tag__<tag> on their variants, so -m selects them; a tagged module
+    whose package is missing is still one skipped variant with the import error."""
+    (tmp_path / "test_model_ops.py").write_text(upstream_file())
+    (tmp_path / "tiny_modules.py").write_text(MODULES_FILE)
+    missing = "                - name: GraniteRMSNorm_4096\n"
+    assert missing in CONFIG
+    text = CONFIG.replace(missing, missing + "                  tags: [norm_layer]\n")
+    (tmp_path / "cfg.yaml").write_text(text)
+    r = ootest(
+        "run", "cfg.yaml", "--results", "r.jsonl", "--",
+        "-m", "tag__constant or tag__tensorsoncpu or tag__norm_layer",
+        cwd=tmp_path, env={**ENV, "MODEL_LOG": str(tmp_path / "m.log")},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    res = _results(tmp_path / "r.jsonl")
+    norm = "TestModelOps::test_forward[dtype=bfloat16,module=GraniteRMSNorm_4096,training=True]"
+    assert {k: x["outcome"] for k, x in res.items()} == {
+        f"{OPS}[op=torch.mul,dtype=bfloat16,entry=1]": "passed",  # tags: [..., constant, ...]
+        f"{OPS}[op=torch.to,dtype=float32,entry=1]": "passed",  # tags: [tensorsoncpu, ...]
+        norm: "skipped",
+    }
+    assert res[norm]["message"] == (
+        "Skipped: cannot import not_installed_pkg.models.granite.GraniteRMSNorm: "
+        "ModuleNotFoundError: No module named 'not_installed_pkg'"
+    )
+
+
 MLP = """
 import torch
 

@@ -46,11 +46,7 @@ def test_the_torch_spyre_shaped_fixture_validates(tmp_path: Path) -> None:
     assert modules[0].constructor_inputs.args[0].value == "<config:tiny_modules.TinyConfig>"
     assert cfg.suite.global_.input_config is not None and cfg.suite.global_.input_config.seed == 123
     notes = [str(w).replace(str(tmp_path) + "/", "") for w in cfg.warnings]
-    assert notes == [
-        "cfg.yaml:26: files[0].tests[0].edits.ops.include[0].tags: tags of a declared call: "
-        "the one naming it (<name>.<n>) is its variant's 'entry' axis; the others (e.g. "
-        "bf16operation) are kept as data, not made marks (select with the test entry's "
-        "tags: -m tag__<tag>) (2 times; the first is here)",
+    assert notes == [  # call tags are marks now (tag__bf16operation): nothing to note
         "cfg.yaml: model entries were recorded on cuda:0, cpu: ootest creates their tensors "
         "on the device under test (and maps device arguments other than 'cpu' to it)",
     ]
@@ -225,3 +221,92 @@ def test_input_config_is_inherited_through_extends(tmp_path: Path) -> None:
         "test_suite_config:\n  extends: base.yaml\n  global:\n    input_config: {seed: 9}\n"
     )
     assert load_config(tmp_path / "other.yaml").suite.global_.input_config.seed == 9  # type: ignore[union-attr]
+
+
+MODULE = """\
+test_suite_config:
+  files:
+    - path: x.py
+      tests:
+        - names: [T::test_forward]
+          edits:
+            modules:
+              include:
+                - name: Norm
+                  module_path: pkg.Norm
+                  constructor_inputs: {args: [{value: 8}]}
+                  forward_inputs:
+                    args:
+                      - tensor: {shape: [2, 8], dtype: torch.float16}
+                    kwargs:
+                      eps: {value: 0.5}
+"""
+
+
+def test_a_single_forward_call_is_a_one_item_list(tmp_path: Path) -> None:
+    # Torch Spyre's earlier module configs wrote forward_inputs as one {args, kwargs}
+    p = tmp_path / "m.yaml"
+    p.write_text(MODULE)
+    one = load_config(p, check_paths=False).suite.files[0].tests[0].edits.modules.include[0]  # type: ignore[union-attr]
+    p.write_text(
+        MODULE.replace(
+            "                  forward_inputs:\n                    args:\n"
+            "                      - tensor: {shape: [2, 8], dtype: torch.float16}\n"
+            "                    kwargs:\n                      eps: {value: 0.5}\n",
+            "                  forward_inputs:\n"
+            "                    - args: [{tensor: {shape: [2, 8], dtype: torch.float16}}]\n"
+            "                      kwargs: {eps: {value: 0.5}}\n",
+        )
+    )
+    two = load_config(p, check_paths=False).suite.files[0].tests[0].edits.modules.include[0]  # type: ignore[union-attr]
+    assert one.forward_inputs is not None and len(one.forward_inputs) == 1
+    assert one.forward_inputs == two.forward_inputs
+    t = one.forward_inputs[0].args[0].tensor
+    assert t is not None and (t.shape, t.dtype) == ((2, 8), "torch.float16")
+    # the JSON Schema (editors, CI linters) takes both spellings too
+    jsonschema = pytest.importorskip("jsonschema")
+    import yaml
+
+    from ootest.config.model import Document
+
+    validator = jsonschema.Draft202012Validator(Document.model_json_schema(by_alias=True))
+    for text in (MODULE, p.read_text()):
+        assert [e.message for e in validator.iter_errors(yaml.safe_load(text))] == []
+
+
+def test_an_error_inside_a_single_forward_call_points_into_it(tmp_path: Path) -> None:
+    p = tmp_path / "m.yaml"
+    p.write_text(MODULE.replace("dtype: torch.float16", "dtype: torch.flaot16"))
+    with pytest.raises(ConfigError) as ei:
+        load_config(p, check_paths=False)
+    assert [str(x).replace(str(tmp_path) + "/", "") for x in ei.value.problems] == [
+        "m.yaml:14:56: test_suite_config.files[0].tests[0].edits.modules.include[0]"
+        ".forward_inputs[0].args[0].tensor.dtype: expected a torch dtype such as "
+        "torch.float32, bfloat16 or int64; found 'torch.flaot16'"
+    ]
+
+
+@pytest.mark.parametrize("where", ["ops", "modules"])
+def test_call_tags_must_be_mark_names(tmp_path: Path, where: str) -> None:
+    if where == "ops":
+        entry = (
+            "            ops:\n              include:\n                - name: torch.mul\n"
+            "                  sample_inputs_func: {args: [{value: 1}]}\n"
+        )
+    else:
+        entry = "            modules:\n              include:\n                - name: M\n"
+    p = tmp_path / "t.yaml"
+    p.write_text(
+        "test_suite_config:\n  files:\n    - path: x.py\n      tests:\n"
+        "        - names: [T::test_x]\n          edits:\n"
+        + entry
+        + "                  tags: [constant, fp32 operation]\n"
+    )
+    with pytest.raises(ConfigError) as ei:
+        load_config(p, check_paths=False)
+    line = 11 if where == "ops" else 10
+    assert [str(x).replace(str(tmp_path) + "/", "") for x in ei.value.problems] == [
+        f"t.yaml:{line}:19: test_suite_config.files[0].tests[0].edits.{where}.include[0].tags: "
+        "expected a valid pytest mark name (letters, digits, _ - . : + /); found "
+        "'fp32 operation'"
+    ]

@@ -205,6 +205,8 @@ def _position(root: Any, loc: Loc, *, key: bool = False) -> tuple[int, int]:
     best = (1, 1)
     for part in loc:
         found = _child(node, part)
+        if found is None and isinstance(part, int) and isinstance(node, yaml.MappingNode):
+            continue  # one item written where a list is taken (forward_inputs: {args: ...})
         if found is None:
             break
         knode, node = found
@@ -1088,9 +1090,6 @@ _NOT_APPLIED = {
     "init: file": "tensors loaded from files: accepted, not run (those variants are skipped)",
     "sample_inputs_func": "on a module entry: accepted, not used (a module entry's calls "
     "are its forward_inputs)",
-    "tags": "tags of a declared call: the one naming it (<name>.<n>) is its variant's "
-    "'entry' axis; the others (e.g. bf16operation) are kept as data, not made marks "
-    "(select with the test entry's tags: -m tag__<tag>)",
 }
 
 
@@ -1124,10 +1123,7 @@ def _model_notes(src: Path, suite: TestSuiteConfig, doc: Document) -> list[Probl
             calls = []
             for k, op in enumerate(t.edits.ops.include if t.edits.ops else ()):
                 if op.sample_inputs_func is not None:
-                    where = f"files[{i}].tests[{j}].edits.ops.include[{k}]"
-                    if any(not tag.startswith(op.name + ".") for tag in op.tags):
-                        note("tags", op.origin or t.origin, f"{where}.tags")
-                    where += ".sample_inputs_func"
+                    where = f"files[{i}].tests[{j}].edits.ops.include[{k}].sample_inputs_func"
                     calls.append((op.origin or t.origin, where, op.sample_inputs_func))
             for k, mod in enumerate(t.edits.modules.include if t.edits.modules else ()):
                 where = f"files[{i}].tests[{j}].edits.modules.include[{k}]"

@@ -38,6 +38,20 @@ Mode = Literal["mandatory_success", "xfail", "xfail_strict", "skip"]
 MODES: tuple[str, ...] = ("mandatory_success", "xfail", "xfail_strict", "skip")
 
 
+# What `pytest -m` accepts in a mark name (tags become marks 'tag__<tag>').
+_MARK = re.compile(r"[\w:+\-./]+")
+
+
+def mark_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names`` if each is a valid pytest mark name, else a ValueError naming the first."""
+    for name in names:
+        if not _MARK.fullmatch(name):
+            raise ValueError(
+                f"expected a valid pytest mark name (letters, digits, _ - . : + /); found {name!r}"
+            )
+    return names
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -478,12 +492,24 @@ class OpInclude(OpRef):
     )
     tags: tuple[str, ...] = Field(
         default=(),
-        description="Labels of the call; the one named '<name>.<n>' (e.g. torch.mul.1) "
-        "identifies the variant (its 'entry' axis).",
+        description="Labels of the call, each a pytest mark 'tag__<tag>' on its variant "
+        "(e.g. -m 'not tag__constant'); the one named '<name>.<n>' (e.g. torch.mul.1) "
+        "also identifies the variant (its 'entry' axis).",
     )
     count: int | None = Field(
         default=None, ge=1, description="How often the recorded run made this call (ootest)."
     )
+
+    @field_validator("tags")
+    @classmethod
+    def _mark_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return mark_names(v)
+
+
+def _or_one_item(schema: dict[str, Any]) -> None:
+    """JSON Schema of a list field that also takes one item in its place."""
+    options = list(schema.get("anyOf", ()))
+    schema["anyOf"] = options + [o["items"] for o in options if o.get("type") == "array"]
 
 
 class ModuleInclude(ModuleRef):
@@ -501,12 +527,29 @@ class ModuleInclude(ModuleRef):
         "instances of that class built with its defaults.",
     )
     forward_inputs: list[CallSpec] | None = Field(
-        default=None, description="One forward call per item."
+        default=None,
+        description="One forward call per item; a single {args, kwargs} mapping (Torch "
+        "Spyre's earlier module configs) is one call.",
+        json_schema_extra=_or_one_item,
     )
     sample_inputs_func: CallSpec | None = Field(
         default=None, description="Torch Spyre (module entries): accepted, not used (noted)."
     )
-    tags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = Field(
+        default=(), description="Pytest marks 'tag__<tag>' on the module's variants."
+    )
+
+    @field_validator("forward_inputs", mode="before")
+    @classmethod
+    def _one_call(cls, v: Any) -> Any:
+        # Torch Spyre's first module configs wrote one call as a mapping; the loader
+        # places errors inside it as if it were the list's item 0 (see _position).
+        return [v] if isinstance(v, dict) else v
+
+    @field_validator("tags")
+    @classmethod
+    def _mark_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return mark_names(v)
 
     @model_validator(mode="after")
     def _complete(self) -> ModuleInclude:
@@ -542,10 +585,6 @@ class Edits(_Strict):
             "ootest needs none: TestCase.assertEqual already compares across devices."
         ),
     )
-
-
-# What `pytest -m` accepts in a mark name (tags become marks 'tag__<tag>').
-_MARK = re.compile(r"[\w:+\-./]+")
 
 
 # ------------------------------------------------------------------ selectors
@@ -684,13 +723,7 @@ class TestEntry(_Documented):
     @field_validator("tags", "labels")
     @classmethod
     def _mark_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        for name in v:
-            if not _MARK.fullmatch(name):
-                raise ValueError(
-                    f"expected a valid pytest mark name (letters, digits, _ - . : + /); "
-                    f"found {name!r}"
-                )
-        return v
+        return mark_names(v)
 
 
 class FileEntry(_Documented):

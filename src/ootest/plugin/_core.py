@@ -22,7 +22,7 @@ from ootest.config.names import Variant
 from ootest.config.paths import file_keys, norm
 from ootest.config.when import Context
 from ootest.errors import DeviceError
-from ootest.plugin.inject import Injector
+from ootest.plugin.inject import CALL_TAGS, Injector
 from ootest.plugin.inject import install as install_injection
 from ootest.plugin.plan import (
     Facts,
@@ -542,10 +542,10 @@ class OotestPlugin:
             d.mode == "skip" and d.bucket == "listed" and declared(caps, v),
         )
         labels = (*self.plan.labels, *d.labels)  # suite, file, entry
-        if d.tags or labels:
-            marks = unique(
-                [*marks, *(f"tag__{t}" for t in d.tags), *(f"label__{x}" for x in labels)]
-            )
+        # a declared call's (or module's) own tags, after its test entry's
+        tags = (*d.tags, *getattr(getattr(item, "obj", None), CALL_TAGS, ()))
+        if tags or labels:
+            marks = unique([*marks, *(f"tag__{t}" for t in tags), *(f"label__{x}" for x in labels)])
         if sel is not None and sel.top is not None and outcome.mode != "skip":
             verdict = sel.decide_top(sel.facts(item, v, (*marks, *aten)))
             if not verdict.selected:

@@ -26,7 +26,10 @@ dtype is the call's, whatever dtypes the test allows, and an ``entry`` axis says
 which entry it is, see Note [Model variant names]); a ``modules.include`` entry
 with ``module_path`` one ModuleInfo whose class is imported at collection: a class
 that cannot be imported gives variants skipped with the import error, never a
-collection error.
+collection error. The ``tags`` of a declared call or module ride on its generated
+test function (:data:`CALL_TAGS`); the plugin makes them marks ``tag__<tag>`` like
+a test entry's tags, so ``-m 'not tag__constant'`` leaves out Torch Spyre's calls
+tagged ``constant``.
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ootest.config.when import Context, holds
+
+# Attribute of a generated test function: the tags of the declared call or module it
+# runs. cdt's instantiation wraps it with functools.wraps, which copies __dict__, so
+# the collected item's function carries it too.
+CALL_TAGS = "__ootest_call_tags__"
 
 if TYPE_CHECKING:  # pydantic loads only when a config must be read (see _core)
     from ootest.config.load import Config
@@ -209,8 +217,9 @@ def install(inj: Injector) -> None:
         self.allowed_dtypes = None
         try:
             for fn, name, kwargs, decorators in orig(self, test, generic_cls, device_cls):
-                info = kwargs["op"]
-                yield (_with_entry(fn), name, {**kwargs, "entry": info.model.entry}, decorators)
+                model = kwargs["op"].model
+                test_fn = _tagged(_with_entry(fn), model.ref.tags)
+                yield (test_fn, name, {**kwargs, "entry": model.entry}, decorators)
         finally:
             self.op_list, self.opinfo_dtypes, self.allowed_dtypes = saved
 
@@ -226,8 +235,10 @@ def install(inj: Injector) -> None:
         self.module_info_list, self.allowed_dtypes = infos, None
         try:
             for fn, name, kwargs, decorators in orig(self, test, generic_cls, device_cls):
-                why = kwargs["module_info"].import_error
-                yield (_skipped(fn, why) if why else fn, name, kwargs, decorators)
+                info = kwargs["module_info"]
+                why = info.import_error
+                test_fn = _tagged(_skipped(fn, why) if why else fn, info.model.ref.tags)
+                yield (test_fn, name, kwargs, decorators)
         finally:
             self.module_info_list, self.allowed_dtypes = saved
 
@@ -256,6 +267,20 @@ def _with_entry(fn: Any) -> Any:
     def test(*args: Any, entry: str = "", **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
 
+    return test
+
+
+def _tagged(fn: Any, tags: tuple[str, ...]) -> Any:
+    """``fn`` carrying a declared call's tags: a function of its own around it, since
+    variants of one test may share ``fn``."""
+    if not tags:
+        return fn
+
+    @functools.wraps(fn)
+    def test(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    setattr(test, CALL_TAGS, tags)
     return test
 
 
