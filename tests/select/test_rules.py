@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from ootest.errors import UserError
 from ootest.select.rules import Evidence, Result, decide
 from ootest.select.signature import signature
 from ootest.select.writer import Placed, render, split_id
@@ -69,3 +74,37 @@ def test_output_is_compact_and_says_why() -> None:
     data = yaml.safe_load(text)
     (f,) = data["test_suite_config"]["files"]
     assert f["path"] == "${TORCH_ROOT}/test/t.py" and f["tests"][0]["mode"] == "skip"
+
+
+def test_an_op_declared_for_some_dtypes_only_skips_the_other_dtypes(tmp_path: Path) -> None:
+    from ootest.opmap.support import from_emu, from_file
+    from ootest.select.gather import _op_dtypes
+
+    listed = tmp_path / "ops.yaml"
+    listed.write_text("ops:\n  - {name: mul, dtypes: [float32, bfloat16]}\n  - add\n")
+    rules = from_file(listed).dtype_rules()
+    assert [(n, sorted(d)) for n, _, d in rules] == [("mul", ["bfloat16", "float32"])]
+    # an overload of the packet is covered by the rule; other ops are not
+    assert _op_dtypes(("aten::add.Tensor", "aten::mul.Tensor"), ("int64",), rules) == (
+        ("int64",),
+        "mul is declared for bfloat16, float32 only",
+    )
+    assert _op_dtypes(("aten::mul.Tensor",), ("float32",), rules) == ((), None)
+    assert _op_dtypes(("aten::add.Tensor",), ("int64",), rules) == ((), None)
+    d = decide(
+        Evidence(
+            "v",
+            dtypes=("int64",),
+            ops=("aten::mul.Tensor",),
+            missing_dtypes=("int64",),
+            dtype_rule="mul is declared for bfloat16, float32 only",
+        )
+    )
+    assert (d.mode, d.reason) == ("skip", "dtype_unsupported:int64")
+    assert "mul is declared for bfloat16, float32 only" in d.evidence[0]
+    # emu's profiles carry theirs (faulty: mul on floating types only)
+    faulty = {n: d for n, _, d in from_emu("emu:faulty").dtype_rules()}
+    assert "int64" not in faulty["mul"] and "float32" in faulty["mul"]
+    listed.write_text("ops:\n  - {name: mul, dtypes: float32}\n")
+    with pytest.raises(UserError, match=r"ops\[0\]\.dtypes: expected a list of dtype names"):
+        from_file(listed)

@@ -91,13 +91,13 @@ def _support(args: argparse.Namespace) -> Any:
         ops = from_emu(args.device)
         prof = read_profile(args.device.removeprefix("emu:") or "young")
         dtypes = None if "*" in prof.dtypes else frozenset(prof.dtypes)
-        return Support(ops.covers, dtypes, f"emu:{prof.name}")
+        return Support(ops.covers, dtypes, f"emu:{prof.name}", ops.dtype_rules())
     if args.supported:
         from ootest.opmap.support import from_file
 
         ops = from_file(args.supported)
         dtypes = frozenset(d.strip() for d in args.dtypes.split(",")) if args.dtypes else None
-        return Support(ops.covers, dtypes, str(args.supported))
+        return Support(ops.covers, dtypes, str(args.supported), ops.dtype_rules())
     return Support(None, None, "nothing declared")
 
 

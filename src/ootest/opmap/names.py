@@ -27,8 +27,8 @@ a name with an overload covers that overload only. See
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 
 from ootest.errors import UserError
 
@@ -113,6 +113,8 @@ class SupportSet:
     packets: frozenset[str] = frozenset()
     always: frozenset[str] = frozenset()
     everything: bool = False
+    #: Ops declared for some dtypes only: (name as written, its dtypes).
+    op_dtypes: tuple[tuple[str, frozenset[str]], ...] = ()
 
     @classmethod
     def from_names(
@@ -144,13 +146,17 @@ class SupportSet:
         packet = recorded.partition(".")[0]
         return packet in self.packets or (packet.endswith("_") and packet[:-1] in self.packets)
 
+    def dtype_rules(self) -> tuple[tuple[str, Callable[[str], bool], frozenset[str]], ...]:
+        """The per-op dtype rules, each with the test of a recorded overload it
+        applies to (the same naming rule as :meth:`covers`)."""
+        return tuple(
+            (name, SupportSet.from_names([name], self.source).covers, dtypes)
+            for name, dtypes in self.op_dtypes
+        )
+
     def with_rule(self, name: str) -> SupportSet:
         """This set plus one more rule (what enabling an op adds)."""
         op = parse_op(name)
         if op.is_packet:
-            return SupportSet(
-                self.source, self.overloads, self.packets | {str(op)}, self.always, self.everything
-            )
-        return SupportSet(
-            self.source, self.overloads | {str(op)}, self.packets, self.always, self.everything
-        )
+            return replace(self, packets=self.packets | {str(op)})
+        return replace(self, overloads=self.overloads | {str(op)})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,13 +60,22 @@ def _from_yaml(p: Path, text: str) -> SupportSet:
             f"emu profile does); found {type(data).__name__}"
         )
     names: list[str] = []
+    op_dtypes: list[tuple[str, frozenset[str]]] = []
     for i, item in enumerate(items):
         name = item.get("name") if isinstance(item, dict) else item
         if not isinstance(name, str):
             raise UserError(f"{p}: ops[{i}]: expected an op name; found {item!r}")
         _check_name(f"{p}: ops[{i}]", name)
         names.append(name)
-    return SupportSet.from_names(names, str(p))
+        dtypes = item.get("dtypes") if isinstance(item, dict) else None
+        if dtypes is not None:
+            if not isinstance(dtypes, list) or not all(isinstance(d, str) for d in dtypes):
+                raise UserError(
+                    f"{p}: ops[{i}].dtypes: expected a list of dtype names such as "
+                    f"[float32, bfloat16]; found {dtypes!r}"
+                )
+            op_dtypes.append((name, frozenset(dtypes)))
+    return replace(SupportSet.from_names(names, str(p)), op_dtypes=tuple(op_dtypes))
 
 
 def _check_name(where: str, name: str) -> None:
@@ -86,8 +96,11 @@ def from_emu(device: str) -> SupportSet:
     if device == "emu" or not name:
         name = "young"  # the device's default profile
     prof = read_profile(name)
-    return SupportSet.from_names(
+    found = SupportSet.from_names(
         prof.ops, f"emu:{prof.name}", always=[f"aten::{n}" for n in NATIVE_OPS]
+    )
+    return replace(
+        found, op_dtypes=tuple((op, frozenset(d)) for op, d in sorted(prof.op_dtypes.items()))
     )
 
 

@@ -46,6 +46,8 @@ class Support:
     covers: object = None  # callable(op) -> bool, or None: ops not declared
     dtypes: frozenset[str] | None = None
     source: str = ""
+    #: Ops declared for some dtypes only: (rule name, callable(op) -> bool, dtypes).
+    op_dtypes: tuple[tuple[str, object, frozenset[str]], ...] = ()
 
 
 @dataclass
@@ -247,11 +249,30 @@ def gather(
             ev.ops, ev.ops_uncertain, ev.reference = ops, uncertain, ref
             if callable(covers):
                 ev.missing_ops = tuple(o for o in ops if not covers(o))
+            if support.op_dtypes and not ev.missing_dtypes and uncertain is None:
+                ev.missing_dtypes, ev.dtype_rule = _op_dtypes(ops, c.dtypes, support.op_dtypes)
         cpu_runs = cpu.get(c.variant_id)
         ev.cpu = cpu_runs[-1] if cpu_runs else None
         ev.observed = seen.get(c.variant_id, [])
         out.append(ev)
     return out
+
+
+def _op_dtypes(
+    ops: tuple[str, ...],
+    dtypes: tuple[str, ...],
+    rules: tuple[tuple[str, object, frozenset[str]], ...],
+) -> tuple[tuple[str, ...], str | None]:
+    """The variant's dtypes an op it calls is not declared for, and that rule
+    (``mul: float32, float16``); the variant's dtype stands for the dtype the op
+    sees (Note [Selection rules])."""
+    for name, matches, allowed in rules:
+        if not callable(matches) or not any(matches(o) for o in ops):
+            continue
+        missing = tuple(d for d in dtypes if d not in allowed)
+        if missing:
+            return missing, f"{name} is declared for {', '.join(sorted(allowed))} only"
+    return (), None
 
 
 def _op_map(

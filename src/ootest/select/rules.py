@@ -13,7 +13,10 @@ The evidence of a variant, in the order it is trusted (DESIGN.md 7.1):
 4. **upstream decorators**: a variant upstream skips on this device by a decorator
    the memory saw (``@onlyCUDA``, ``@skipMeta``...) is ``skip`` (``upstream_skip``);
 5. **dtypes**: a dtype the backend does not declare is ``skip``
-   (``dtype_unsupported:float64``);
+   (``dtype_unsupported:float64``), and so is a dtype an op the variant calls is
+   not declared for (an emu profile's ``op_dtypes``, a supported-ops list item
+   with ``dtypes:``), when the op map is certain of the variant's ops; the
+   variant's dtype stands for the dtype the op sees;
 6. **ops** (the op map): an op the backend does not declare is ``skip``
    (``op_unsupported:aten::_scaled_mm``, every missing op listed in the evidence);
    all ops declared: ``mandatory_success`` (``ops_supported``);
@@ -57,6 +60,7 @@ class Evidence:
     ops_uncertain: str | None = None
     missing_ops: tuple[str, ...] = ()
     missing_dtypes: tuple[str, ...] = ()
+    dtype_rule: str | None = None  # the per-op dtype rule that left them out, if any
     cpu: Result | None = None
     reference: Result | None = None  # how it ended in the op capture (reference device)
     observed: list[Result] = field(default_factory=list)  # oldest first
@@ -108,7 +112,10 @@ def decide(ev: Evidence) -> Decision:
             vid,
             "skip",
             f"dtype_unsupported:{ev.missing_dtypes[0]}",
-            (f"dtypes not declared: {', '.join(ev.missing_dtypes)}",),
+            (
+                f"dtypes not declared: {', '.join(ev.missing_dtypes)}"
+                + (f" ({ev.dtype_rule})" if ev.dtype_rule else ""),
+            ),
         )
     if ev.ops is not None and ev.ops_uncertain is None:
         if ev.missing_ops:
