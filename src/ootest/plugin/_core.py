@@ -164,11 +164,38 @@ class OotestPlugin:
     _decided: list[pytest.Item] = field(default_factory=list)  # items with stashed records
     op_marks: dict[str, tuple[str, ...]] | None = None  # variant ID -> aten__ marks (--ootest-ops)
     selection: Selection | None = None  # the config's selectors (Note [Selectors])
+    # What this session changed outside itself (the environment, torch's parametrizers),
+    # undone at unconfigure: see Note [Session-scoped changes].
+    restore: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     # ------------------------------------------------------------------ setup
     @classmethod
     def create(
         cls, config: pytest.Config, cfg_path: str | None, device: str | None
+    ) -> OotestPlugin:
+        restore = contextlib.ExitStack()
+        config.add_cleanup(restore.close)  # also when the session never configures
+        try:
+            return cls._create(config, cfg_path, device, restore)
+        except BaseException:
+            restore.close()
+            raise
+
+    # Note [Session-scoped changes]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # Anything the plugin changes beyond its own objects (an environment variable,
+    # torch's parametrizers for edits.*.include) is registered on ``restore`` when
+    # made and undone at pytest_unconfigure, so one pytest session in a process
+    # (pytester's in-process runs, an IDE runner) leaves no trace on the next.
+    # Registering the device cannot be undone: torch has no way to unregister a
+    # privateuse1 backend, and a second session asks for the same one.
+    @classmethod
+    def _create(
+        cls,
+        config: pytest.Config,
+        cfg_path: str | None,
+        device: str | None,
+        restore: contextlib.ExitStack,
     ) -> OotestPlugin:
         die_with_parent()
         ns = config.known_args_namespace
@@ -195,7 +222,9 @@ class OotestPlugin:
         if spec is not None:
             # Device-generic tests instantiate for the device only (upstream's own switch),
             # unless the user chose otherwise.
-            os.environ.setdefault(_ONLY_FOR, "privateuse1")
+            if _ONLY_FOR not in os.environ:
+                os.environ[_ONLY_FOR] = "privateuse1"
+                restore.callback(os.environ.pop, _ONLY_FOR, None)
             capman = config.pluginmanager.getplugin("capturemanager")
             # pytest already captures output here; a first emu build takes a minute
             # and says so, which a person should see.
@@ -203,7 +232,7 @@ class OotestPlugin:
             with quiet:
                 activate_device(spec)
             if cfg is not None and plan is not None and plan.inject:
-                install_injection(Injector(cfg, spec.name, ctx))
+                restore.callback(install_injection(Injector(cfg, spec.name, ctx)))
         results = getattr(ns, "ootest_results", None)
         timeout = getattr(ns, "ootest_timeout", None)
         if timeout is None and plan is not None:
@@ -227,6 +256,7 @@ class OotestPlugin:
             results_path=Path(results) if results else None,
             timeout=float(timeout) if timeout else None,
             state_dir=Path(state) if state else None,
+            restore=restore,
         )
         ops_db, given_by = getattr(ns, "ootest_ops", None), "--ootest-ops"
         if not ops_db and plan is not None and plan.op_map:
@@ -305,6 +335,7 @@ class OotestPlugin:
             clear_caches()
         self.cfg = self.plan = self.cache = None
         self._resolved.clear()
+        self.restore.close()
         if self._out is not None:
             self._out.close()
         if self._fault_fh is not None:
