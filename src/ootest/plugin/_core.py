@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ootest.config.names import Variant
 from ootest.config.paths import file_keys, norm
 from ootest.config.when import Context
 from ootest.errors import DeviceError
+from ootest.plugin import marks as mk
 from ootest.plugin.inject import Injector
 from ootest.plugin.inject import install as install_injection
 from ootest.plugin.plan import (
@@ -31,10 +31,8 @@ from ootest.plugin.plan import (
     Plan,
     PlanCache,
     Record,
-    mark_text,
     plan_cache_disabled,
     record_from_data,
-    unique,
 )
 from ootest.plugin.variant import variant_from_item
 from ootest.record import crash
@@ -448,7 +446,7 @@ class OotestPlugin:
         """
         new = [n for n in wanted if n not in self.registered_marks]
         for name in new:
-            self.config.addinivalue_line("markers", f"{name}: {mark_text(name)}")
+            self.config.addinivalue_line("markers", f"{name}: {mk.mark_text(name)}")
         for name in new:
             self.registered_marks[name] = getattr(pytest.mark, name)
 
@@ -542,7 +540,7 @@ class OotestPlugin:
         axis_key = (v.op_name, v.op, v.dtypes, v.module)
         marks = self._marks_by_axes.get(axis_key)
         if marks is None:
-            marks = self._marks_by_axes[axis_key] = _axis_marks(v)
+            marks = self._marks_by_axes[axis_key] = mk.axis_marks(v)
         rf = self._resolved_file(key, item.path) if key is not None else None
         if rf is None:
             return facts, None, marks
@@ -555,7 +553,7 @@ class OotestPlugin:
         admit = None
         if sel is not None and sel.entries:
             # an entry's selectors read the marks known before any entry decides
-            known = [f"label__{x}" for x in (*self.plan.labels, *rf.entry.labels)]
+            known = mk.labels((*self.plan.labels, *rf.entry.labels))
             before = sel.facts(item, v, (*marks, *aten, *known))
             admit = partial(sel.admit, facts=before)
         d = decide(rf, caps, v, self.ctx, admit)
@@ -574,9 +572,7 @@ class OotestPlugin:
         )
         labels = (*self.plan.labels, *d.labels)  # suite, file, entry
         if d.tags or labels:
-            marks = unique(
-                [*marks, *(f"tag__{t}" for t in d.tags), *(f"label__{x}" for x in labels)]
-            )
+            marks = mk.unique([*marks, *mk.tags(d.tags), *mk.labels(labels)])
         if sel is not None and sel.top is not None and outcome.mode != "skip":
             verdict = sel.decide_top(sel.facts(item, v, (*marks, *aten)))
             if not verdict.selected:
@@ -825,13 +821,6 @@ class OotestPlugin:
 
 
 _STALE_SHOWN = 20  # stale names listed without -v
-
-
-def _axis_marks(v: Variant) -> tuple[str, ...]:
-    """Mark names for a variant's op, dtypes and module."""
-    ops = (f"op__{op}" for op in (v.op_name, v.op) if op)
-    module = (f"module__{v.module}",) if v.module else ()
-    return unique([*ops, *(f"dtype__{dt}" for dt in v.dtypes), *module])
 
 
 def _drop(stash: pytest.Stash, key: pytest.StashKey[Any]) -> None:

@@ -57,21 +57,6 @@ if TYPE_CHECKING:
 FORMAT = 2
 _DAY = 86400.0
 
-_MARK_TEXT = {
-    "op__": "variants of op ",
-    "dtype__": "variants of dtype ",
-    "module__": "variants of module ",
-    "tag__": "config tag ",
-    "label__": "config label ",
-    "aten__": "variants the op map saw call aten::",
-}
-
-
-def mark_text(name: str) -> str:
-    """The description a mark is registered with (from its name)."""
-    prefix, sep, rest = name.partition("__")
-    return _MARK_TEXT.get(prefix + sep, "") + rest
-
 
 class Facts(NamedTuple):
     """What results report about a variant before it runs."""
@@ -344,7 +329,3 @@ class PlanCache:
 def record_from_data(raw: tuple[Any, ...]) -> Record:
     facts, outcome, marks = raw
     return (Facts(*facts), Outcome(*outcome) if outcome is not None else None, marks)
-
-
-def unique(names: Iterable[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(names))

@@ -20,7 +20,7 @@ from ootest.relay.limits import describe
 MAX_JOBS = 256  # GitHub Actions runs at most 256 jobs from one matrix
 
 
-def plan(
+def combination_matrix(
     sha: str,
     suites: list[str],
     *,
