@@ -29,6 +29,17 @@ from typing import Any
 
 from ootest.record.results import CRASHED, TIMEOUT, Record
 
+__all__ = [
+    "clear_inflight",
+    "crash_record",
+    "die_with_parent",
+    "inflight_path",
+    "read_inflight",
+    "signal_name",
+    "worker_id",
+    "write_inflight",
+]
+
 _FATAL = {
     "Segmentation fault": "SIGSEGV",
     "Aborted": "SIGABRT",

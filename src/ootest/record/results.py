@@ -27,6 +27,32 @@ from typing import Any
 
 from ootest.errors import UserError
 
+__all__ = [
+    "BAD",
+    "CRASHED",
+    "CUT_SHORT",
+    "ERROR",
+    "FAILED",
+    "OUTCOMES",
+    "PASSED",
+    "SKIPPED",
+    "SKIPPED_BY",
+    "TIMEOUT",
+    "XFAILED",
+    "XPASSED",
+    "XPASSED_STRICT",
+    "Appender",
+    "Record",
+    "RunData",
+    "blocking",
+    "headline",
+    "read_records",
+    "skip_cause",
+    "skipped_by",
+    "state_dir",
+    "trim_partial_line",
+]
+
 Record = dict[str, Any]
 
 #: Every outcome a result record can carry, in report order.

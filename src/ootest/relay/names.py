@@ -10,6 +10,19 @@ from __future__ import annotations
 import re
 from typing import TypeGuard
 
+__all__ = [
+    "DEVICE_NAME_PATTERN",
+    "DEVICE_NAME_RULE",
+    "REF_RULE",
+    "SAFE_REF_RULE",
+    "SHA_PATTERN",
+    "SHA_RULE",
+    "is_device_name",
+    "is_safe_ref",
+    "is_sha",
+    "ref_problem",
+]
+
 # Note [Device names]
 # The device name is the privateuse1 backend name: it goes into the label
 # ciflow/crcr/<device>, the workflow file crcr-<device>.yml, the default module
