@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ootest.config.decide import Decision, decide
-    from ootest.config.load import Config, ResolvedFile, load_config
+    from ootest.config.load import load_config
     from ootest.config.names import Variant
+    from ootest.config.resolved import Config, ResolvedFile
     from ootest.config.when import Context
     from ootest.errors import ConfigError, DeviceError, OotestError, Problem, UserError
     from ootest.record.results import OUTCOMES, RunData, read_records
@@ -47,14 +48,14 @@ __all__ = [
 
 _WHERE = {
     "OUTCOMES": "ootest.record.results",
-    "Config": "ootest.config.load",
+    "Config": "ootest.config.resolved",
     "ConfigError": "ootest.errors",
     "Context": "ootest.config.when",
     "Decision": "ootest.config.decide",
     "DeviceError": "ootest.errors",
     "OotestError": "ootest.errors",
     "Problem": "ootest.errors",
-    "ResolvedFile": "ootest.config.load",
+    "ResolvedFile": "ootest.config.resolved",
     "RunData": "ootest.record.results",
     "UserError": "ootest.errors",
     "Variant": "ootest.config.names",

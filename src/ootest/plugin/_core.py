@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ootest.config.decide import Decision
 from ootest.config.paths import file_keys, norm
 from ootest.config.when import Context
 from ootest.errors import DeviceError
@@ -27,7 +28,6 @@ from ootest.plugin.inject import install as install_injection
 from ootest.plugin.plan import (
     Facts,
     FileRule,
-    Outcome,
     Plan,
     PlanCache,
     Record,
@@ -51,15 +51,16 @@ from ootest.record.results import (
     Appender,
     RunData,
     read_records,
+    result_record,
     state_dir,
 )
 from ootest.record.shard import ShardSpec, assign, durations_from
 
 if TYPE_CHECKING:  # pydantic and PyYAML load only when a config must be read
-    from ootest.config.load import Config, ResolvedFile
+    from ootest.config.resolved import Config, ResolvedFile
     from ootest.plugin.selection import Selection
 
-OUTCOME = pytest.StashKey[Outcome]()
+OUTCOME = pytest.StashKey[Decision]()
 FACTS = pytest.StashKey[Facts]()
 
 _ONLY_FOR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
@@ -327,10 +328,6 @@ class OotestPlugin:
             _drop(item.stash, FACTS)
             _drop(item.stash, OUTCOME)
         self._decided = []
-        if self.cfg is not None:
-            from ootest.config.decide import clear_caches
-
-            clear_caches()
         self.cfg = self.plan = self.cache = None
         self._resolved.clear()
         self.restore.close()
@@ -558,17 +555,12 @@ class OotestPlugin:
             admit = partial(sel.admit, facts=before)
         d = decide(rf, caps, v, self.ctx, admit)
         pids = self.plan.pattern_ids
-        prec = d.precision
-        outcome = Outcome(
-            d.mode,
-            d.reason,
-            d.origin,
-            d.issue,
-            d.bucket,
-            prec.atol if prec is not None else None,
-            prec.rtol if prec is not None else None,
-            tuple(pids[id(p)] for p in d.matched),
-            d.mode == "skip" and d.bucket == "listed" and declared(caps, v),
+        # kept as plain data (Note [Plan cache]): names by id, tags and labels as marks
+        outcome = d._replace(
+            matched=tuple(pids[id(p)] for p in d.matched),
+            capable=d.mode == "skip" and d.bucket == "listed" and declared(caps, v, rf),
+            tags=(),
+            labels=(),
         )
         labels = (*self.plan.labels, *d.labels)  # suite, file, entry
         if d.tags or labels:
@@ -576,20 +568,16 @@ class OotestPlugin:
         if sel is not None and sel.top is not None and outcome.mode != "skip":
             verdict = sel.decide_top(sel.facts(item, v, (*marks, *aten)))
             if not verdict.selected:
-                outcome = Outcome(
+                outcome = Decision(
                     "skip",
                     f"left out by test_selectors: {verdict.why}",
                     verdict.origin,
-                    None,
-                    "selector",
-                    None,
-                    None,
-                    outcome.matched,
-                    False,
+                    bucket="selector",
+                    matched=outcome.matched,
                 )
         return facts, outcome, marks
 
-    def _apply(self, item: pytest.Item, d: Outcome) -> None:
+    def _apply(self, item: pytest.Item, d: Decision) -> None:
         if d.mode == "mandatory_success":
             return
         key = (d.mode, d.message)
@@ -670,19 +658,16 @@ class OotestPlugin:
         self.outcomes[outcome] += 1
         key = str(getattr(report, "ootest_file", None) or report.fspath)
         self._out.write(
-            {
-                "kind": "result",
-                "nodeid": str(getattr(report, "ootest_nodeid", None) or report.nodeid),
-                "variant_id": key,
-                "file": key,
-                "outcome": outcome,
-                "phase": "collect",
-                "mode": None,
-                "reason": message if outcome == SKIPPED else None,
-                "duration": 0.0,
-                "message": message,
-                "time": time.time(),
-            }
+            result_record(
+                outcome,
+                nodeid=str(getattr(report, "ootest_nodeid", None) or report.nodeid),
+                variant_id=key,
+                file=key,
+                phase="collect",
+                mode=None,
+                reason=message if outcome == SKIPPED else None,
+                message=message,
+            )
         )
 
     # ----------------------------------------------------------------- running
@@ -759,26 +744,24 @@ class OotestPlugin:
             for k, v in report.user_properties
             if isinstance(k, str) and k.startswith("ootest_")
         }
-        return {
-            "kind": "result",
-            "nodeid": props.get("nodeid", report.nodeid),
-            "variant_id": props.get("variant_id", report.nodeid),
-            "file": props.get("file", report.fspath),
-            "outcome": outcome,
-            "mode": props.get("mode"),
-            "bucket": props.get("bucket"),
-            "reason": props.get("reason"),
-            "issue": props.get("issue"),
-            "origin": props.get("origin"),
-            "op": props.get("op"),
-            "dtype": props.get("dtype"),
-            "device_variant": props.get("device_variant", False),
-            "capable": props.get("capable", False),
-            "duration": round(report.duration, 4),
-            "message": _excerpt(report),
-            "where": _where(report),
-            "time": time.time(),
-        }
+        return result_record(
+            outcome,
+            nodeid=str(props.get("nodeid", report.nodeid)),
+            variant_id=str(props.get("variant_id", report.nodeid)),
+            file=str(props.get("file", report.fspath)),
+            mode=props.get("mode"),
+            bucket=props.get("bucket"),
+            reason=props.get("reason"),
+            issue=props.get("issue"),
+            origin=props.get("origin"),
+            op=props.get("op"),
+            dtype=props.get("dtype"),
+            device_variant=props.get("device_variant", False),
+            capable=props.get("capable", False),
+            where=_where(report),
+            duration=report.duration,
+            message=_excerpt(report),
+        )
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:

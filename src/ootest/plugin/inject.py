@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Any
 from ootest.config.when import Context, holds
 
 if TYPE_CHECKING:  # pydantic loads only when a config must be read (see _core)
-    from ootest.config.load import Config
     from ootest.config.model import ModuleInclude, OpInclude
+    from ootest.config.resolved import Config
     from ootest.model.entries import Inputs, ModelModule, ModelOp
 
 

@@ -17,7 +17,7 @@ from ootest.errors import UserError
 from ootest.record.shard import assign, durations_from
 
 if TYPE_CHECKING:
-    from ootest.config.load import Config
+    from ootest.config.resolved import Config
 
 __all__ = ["shard_matrix"]
 
