@@ -23,8 +23,10 @@ from ootest.config.paths import file_keys, norm
 from ootest.config.when import Context
 from ootest.errors import DeviceError
 from ootest.plugin import marks as mk
+from ootest.plugin.dump import VariantDump
 from ootest.plugin.inject import Injector
 from ootest.plugin.inject import install as install_injection
+from ootest.plugin.keys import FACTS, OUTCOME
 from ootest.plugin.plan import (
     Facts,
     FileRule,
@@ -34,34 +36,28 @@ from ootest.plugin.plan import (
     plan_cache_disabled,
     record_from_data,
 )
+from ootest.plugin.selector import Selector
 from ootest.plugin.variant import variant_from_item
 from ootest.record import crash
 from ootest.record.crash import die_with_parent
 from ootest.record.identity import FileKeys, env_roots, node_id
 from ootest.record.results import (
-    CRASHED,
     ERROR,
     FAILED,
     PASSED,
     SKIPPED,
-    TIMEOUT,
     XFAILED,
     XPASSED,
     XPASSED_STRICT,
     Appender,
-    RunData,
-    read_records,
     result_record,
     state_dir,
 )
-from ootest.record.shard import ShardSpec, assign, durations_from
 
 if TYPE_CHECKING:  # pydantic and PyYAML load only when a config must be read
     from ootest.config.resolved import Config, ResolvedFile
     from ootest.plugin.selection import Selection
 
-OUTCOME = pytest.StashKey[Decision]()
-FACTS = pytest.StashKey[Facts]()
 
 _ONLY_FOR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
 _FOR_CUSTOM = "PYTORCH_TESTING_DEVICE_FOR_CUSTOM"
@@ -838,135 +834,6 @@ def _fields(item: pytest.Item, plugin: OotestPlugin) -> dict[str, Any]:
         if d.capable:
             out["capable"] = True
     return out
-
-
-class VariantDump:
-    """``--ootest-variants PATH``: every collected variant as one JSON line, with the
-    same IDs, facts and decisions the core plugin gives it (the repository memory
-    enumerates variants with it, test bodies never run), and every file that could
-    not be collected with its error."""
-
-    def __init__(self, path: Path, core: OotestPlugin) -> None:
-        self.path, self.core = path, core
-        self.out: Appender | None = None
-
-    def pytest_configure(self, config: pytest.Config) -> None:
-        if not hasattr(config, "workerinput"):  # the controller gets the workers' reports
-            self.path.unlink(missing_ok=True)
-            self.out = Appender(self.path)
-
-    def pytest_unconfigure(self, config: pytest.Config) -> None:
-        if self.out is not None:
-            self.out.close()
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if self.out is None or not report.failed:
-            return
-        key = str(getattr(report, "ootest_file", None) or report.fspath)
-        message = str(report.longrepr)[-3000:]
-        self.out.write({"kind": "collect_error", "file": key, "message": message})
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(
-        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-    ) -> None:
-        if self.out is None:
-            return
-        core = self.core
-        names = frozenset({core.device.name} if core.device else ())
-        for item in items:
-            v = variant_from_item(item, core.keys.key(item.path), names)
-            d = item.stash.get(OUTCOME, None)
-            self.out.write(
-                {
-                    "kind": "variant",
-                    "variant_id": v.variant_id,
-                    "nodeid": core.item_node_id(item),
-                    "file": v.file,
-                    "cls": v.cls,
-                    "method": v.method,
-                    "op": v.op,
-                    "op_name": v.op_name,
-                    "dtypes": list(v.dtypes),
-                    "module": v.module,
-                    "params": dict(v.params),
-                    "device_variant": v.device_variant,
-                    "mode": d.mode if d is not None else None,
-                    "reason": d.message if d is not None else None,
-                }
-            )
-
-
-class Selector:
-    """Drops tests a resumed run already has, and tests of other shards.
-
-    Runs last among collection hooks, so ``-k``/``-m`` selection and the core
-    plugin's decisions (which give every item its variant ID) come first.
-    Both key on variant IDs and file keys, never on node IDs: a run resumed
-    from another folder or machine continues where it stopped.
-    """
-
-    def __init__(
-        self,
-        done: set[str],
-        crashed_files: set[str],
-        shard: ShardSpec | None,
-        durations: Any,
-        keys: FileKeys,
-    ) -> None:
-        self.done = done
-        self.crashed_files = crashed_files
-        self.shard = shard
-        self.durations = durations
-        self.keys = keys
-
-    @classmethod
-    def create(cls, ns: Any, keys: FileKeys) -> Selector | None:
-        resume = getattr(ns, "ootest_resume", None)
-        shard_text = getattr(ns, "ootest_shard", None)
-        if not resume and not shard_text:
-            return None
-        done: set[str] = set()
-        crashed: set[str] = set()
-        if resume:
-            data = RunData.from_records(read_records(Path(resume)))
-            for key, rec in data.results.items():
-                if rec.get("phase") == "collect":
-                    if rec.get("outcome") in (CRASHED, TIMEOUT):
-                        crashed.add(str(rec.get("file")))
-                else:
-                    done.add(key)
-        shard = ShardSpec.parse(shard_text) if shard_text else None
-        paths = [Path(p) for p in getattr(ns, "ootest_durations", None) or []]
-        return cls(done, crashed, shard, durations_from(paths) if shard else {}, keys)
-
-    def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
-        if self.crashed_files and collection_path.suffix == ".py":
-            if self.keys.key(collection_path) in self.crashed_files:
-                return True  # its collection crashed the process last time
-        return None
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(
-        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-    ) -> None:
-        ids = [_variant_id(i) for i in items]
-        where: dict[str, int] | None = None
-        if self.shard is not None:
-            where, _ = assign(ids, self.durations, self.shard.total)
-        keep: list[pytest.Item] = []
-        drop: list[pytest.Item] = []
-        for item, vid in zip(items, ids, strict=True):
-            other_shard = where is not None and where[vid] != self.shard.index - 1  # type: ignore[union-attr]
-            (drop if other_shard or vid in self.done else keep).append(item)
-        if drop:
-            config.hook.pytest_deselected(items=drop)
-            items[:] = keep
-
-
-def _variant_id(item: pytest.Item) -> str:
-    facts = item.stash.get(FACTS, None)
-    return facts.variant_id if facts is not None else item.nodeid
 
 
 def classify(report: pytest.TestReport) -> str | None:
