@@ -14,6 +14,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = [
+    "EXIT_BUG",
+    "EXIT_FAILED",
+    "EXIT_GUARD",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "ConfigError",
+    "DeviceError",
+    "OotestError",
+    "Problem",
+    "UserError",
+]
+
 # The exit codes of every ``ootest`` command (one table; docs and README follow it).
 EXIT_OK = 0  # success
 EXIT_FAILED = 1  # test failures (a mandatory test did not pass, a strict xfail passed), or

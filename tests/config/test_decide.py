@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from ootest.config.decide import Context, decide
-from ootest.config.load import Config, load_config
+from ootest.config.load import load_config
 from ootest.config.names import NamePattern, Variant
+from ootest.config.resolved import Config
+from tests.conftest import run
 
 CFG = """\
 test_suite_config:
@@ -154,16 +157,16 @@ def test_dtype_gating_and_edits(cfg: Config) -> None:
     r = d(cfg, "test_ops", op="add", op_name="add", dtypes=("int64",))
     assert (r.mode, r.bucket) == ("skip", "excluded")
     r = d(cfg, "test_ops", op="add", op_name="add", dtypes=("float64",))
-    assert r.mode == "mandatory_success" and r.precision and r.precision.atol == 0.5
+    assert r.mode == "mandatory_success" and r.atol == 0.5
     r = d(cfg, "test_x", op="matmul", op_name="matmul", dtypes=("float16",))
     assert r.mode == "skip" and "supported_ops[matmul].dtypes" in r.reason
 
 
 def test_precision_precedence(cfg: Config) -> None:
     r = d(cfg, "test_dup", op="matmul", op_name="matmul", dtypes=("float32",))
-    assert r.precision and r.precision.atol == 0.1
+    assert r.atol == 0.1
     r = d(cfg, "test_dup", op="add", op_name="add", dtypes=("float16",))
-    assert r.precision and (r.precision.atol, r.precision.rtol) == (0.01, 0.02)
+    assert (r.atol, r.rtol) == (0.01, 0.02)
 
 
 def test_force_xfail(cfg: Config) -> None:
@@ -233,3 +236,30 @@ def test_regex_and_patterns_see_parametrized_and_generated_names() -> None:
     assert NamePattern.parse("TestFoo::test_pairs_n_3_.*").matches(v)  # Spyre-style pattern
     assert NamePattern.parse("TestFooPRIVATEUSE1::test_pairs_.*_int64").matches(v)
     assert not NamePattern.parse("re:test_pairs_n_1").matches(v)
+
+
+def test_decided_configs_leave_nothing_behind(tmp_path: Path) -> None:
+    """decide's indexes live with the config (ResolvedFile.memo), not in the module:
+    a config decided and dropped is freed, without any cache to clear."""
+    import gc
+    import weakref
+
+    (tmp_path / "t.py").write_text("")
+    (tmp_path / "c.yaml").write_text(textwrap.dedent(CFG))
+    cfg = load_config(tmp_path / "c.yaml")
+    r = d(cfg, "test_ops", op="add", op_name="add", dtypes=("float64",))
+    assert r.atol == 0.5
+    assert cfg.files[0].memo  # the indexes were built, and kept with the file
+    caps, entry = weakref.ref(cfg.suite.global_), weakref.ref(cfg.files[0].patterns[0][0])
+    del cfg, r
+    gc.collect()
+    assert caps() is None and entry() is None
+
+
+def test_decide_imports_neither_the_loader_nor_pyyaml_nor_pydantic() -> None:
+    code = (
+        "import sys; import ootest.config.decide; "
+        "print(sorted(m for m in ('ootest.config.load', 'yaml', 'pydantic') if m in sys.modules))"
+    )
+    r = run([sys.executable, "-c", code])
+    assert (r.returncode, r.stdout.strip()) == (0, "[]"), r.stderr

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import SpyreConfigs, ootest, spyre_params
+from tests.conftest import SpyreConfigs, ootest, run, spyre_params
 
 FILE = """
 import torch
@@ -333,3 +334,60 @@ def test_parametrized_upstream_tests_by_every_name_form(tmp_path: Path) -> None:
     }
     stale = [rec["name"] for rec in records if rec["kind"] == "stale"]
     assert stale == ["TestParamCUDA::test_shape_4_cuda"]
+
+
+SESSIONS = """
+import json, sys
+import pytest
+
+class Names:
+    def pytest_collection_modifyitems(self, items):
+        self.names = sorted(i.name for i in items)
+
+def session(*args):
+    names = Names()
+    code = pytest.main(["-q", "--collect-only", "-p", "no:cacheprovider", *args], plugins=[names])
+    # as pytester's in-process runs do: the test module is imported afresh next time
+    sys.modules.pop("test_inject", None)
+    return int(code), names.names
+
+first = session("--ootest-config", "cfg.yaml", "--ootest-no-cache", "test_inject.py")
+from torch.testing._internal import common_device_type as cdt, common_modules as cm
+left = [
+    where
+    for where, fn in [
+        ("ops", cdt.ops._parametrize_test),
+        ("modules", cm.modules._parametrize_test),
+        ("dtypes", getattr(vars(cdt.PrivateUse1TestBase).get("_get_dtypes"), "__func__", 0)),
+    ]
+    if getattr(fn, "__ootest_injection__", False)
+]
+import os
+second = session("--ootest-device", "emu:full", "test_inject.py")
+print(json.dumps({"first": first, "second": second, "left": left, "env": os.environ.get(
+    "PYTORCH_TESTING_DEVICE_ONLY_FOR")}))
+"""
+
+
+def test_injection_lasts_one_session(tmp_path: Path) -> None:
+    """edits.*.include wraps torch's parametrizers for its session only: a second
+    session in the same process (pytester, an IDE) collects what upstream defines."""
+    (tmp_path / "test_inject.py").write_text(INJECT_FILE)
+    (tmp_path / "cfg.yaml").write_text(INJECT_CONFIG)
+    (tmp_path / "sessions.py").write_text(SESSIONS)
+    r = run([sys.executable, "sessions.py"], cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["left"] == []
+    assert got["env"] is None  # PYTORCH_TESTING_DEVICE_ONLY_FOR set for the session only
+    first_code, first = got["first"]
+    second_code, second = got["second"]
+    assert (first_code, second_code) == (0, 0)
+    injected = {
+        "test_binary_mul_emu_float32",
+        "test_fill_emu_int64",
+        "test_mod_nn_ReLU_emu_float32",
+    }
+    assert injected <= set(first)
+    assert not injected & set(second)
+    assert set(second) < set(first)

@@ -95,6 +95,21 @@ def test_config_from_env_and_ini(suite: pytest.Pytester, monkeypatch: pytest.Mon
     suite.runpytest().assert_outcomes(passed=2, failed=1, skipped=2, xfailed=1)
 
 
+def test_settings_precedence_is_cli_then_env_then_ini(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/plugin.md: the command line beats the environment, which beats the ini file."""
+    suite.makeini("[pytest]\nootest_config = missing-ini.yaml\n")
+    monkeypatch.setenv("OOTEST_CONFIG", "cfg.yaml")
+    suite.runpytest().assert_outcomes(passed=2, failed=1, skipped=2, xfailed=1)
+    monkeypatch.setenv("OOTEST_CONFIG", "missing-env.yaml")
+    r = suite.runpytest("--ootest-config", "cfg.yaml")
+    r.assert_outcomes(passed=2, failed=1, skipped=2, xfailed=1)
+    r = suite.runpytest()  # the environment's file is the one read
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert "missing-env.yaml" in r.stderr.str() and "missing-ini" not in r.stderr.str()
+
+
 def test_without_config_plugin_is_inert(suite: pytest.Pytester) -> None:
     r = suite.runpytest()
     r.assert_outcomes(passed=4, failed=2)

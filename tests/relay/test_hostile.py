@@ -586,26 +586,29 @@ def test_odd_oidc_token_response_is_a_delivery_error(body: bytes) -> None:
     [("v1/../main", ", found one with '..'"), (".hidden", ", found one with a component "
      "starting with '.'"), ("x y", ""), ("r" * 201, "")],
 )  # fmt: skip
-def test_plan_backend_refs_follow_the_ref_rules(ref: str, found: str) -> None:
-    from ootest.relay.plan import plan
+def test_matrix_backend_refs_follow_the_ref_rules(ref: str, found: str) -> None:
+    from ootest.relay.matrix import combination_matrix
 
     with pytest.raises(UserError) as e:
-        plan(SHA, ["a.yaml"], compat=[ref])
+        combination_matrix(SHA, ["a.yaml"], compat=[ref])
     assert str(e.value) == (
         f"backend ref {describe(ref)}: expected {names.SAFE_REF_RULE} and {names.REF_RULE}"
         f"{found}; pass a branch or tag of the backend repository (--backend-ref, --compat)"
     )
-    assert plan(SHA, ["a.yaml"], compat=["release/v1.2"])["include"][1]["backend_ref"] == (
-        "release/v1.2"
+    assert combination_matrix(SHA, ["a.yaml"], compat=["release/v1.2"])["include"][1][
+        "backend_ref"
+    ] == ("release/v1.2")
+
+
+def test_matrix_is_bounded_by_githubs_matrix_cap() -> None:
+    from ootest.relay.matrix import combination_matrix
+
+    assert (
+        len(combination_matrix(SHA, ["a.yaml", "b.yaml"], shards=64, compat=["v1"])["include"])
+        == 256
     )
-
-
-def test_plan_is_bounded_by_githubs_matrix_cap() -> None:
-    from ootest.relay.plan import plan
-
-    assert len(plan(SHA, ["a.yaml", "b.yaml"], shards=64, compat=["v1"])["include"]) == 256
     with pytest.raises(UserError) as e:
-        plan(SHA, ["a.yaml"], shards=10**9)
+        combination_matrix(SHA, ["a.yaml"], shards=10**9)
     assert str(e.value) == (
         "--shards/--suite/--compat: expected at most 256 matrix jobs (GitHub's cap per "
         "workflow run), found 1 refs x 1 suites x 1000000000 shards = 1,000,000,000; use "

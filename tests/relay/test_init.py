@@ -195,7 +195,7 @@ def test_uploads_are_what_the_runner_writes(tmp_path: Path) -> None:
 
 def test_plan_step_fails_when_the_plan_fails(tmp_path: Path) -> None:
     wf = _generate(tmp_path)
-    script = _step(wf["jobs"]["plan"], "ootest relay plan")["run"]
+    script = _step(wf["jobs"]["plan"], "ootest relay matrix")["run"]
     out = tmp_path / "github_output"
     env = {"TORCH_SHA": "b" * 40, "OOTEST_CONFIG": "ootest.yaml", "GITHUB_OUTPUT": str(out)}
     failing = _bash(script, tmp_path, {**env, "PATH": _bin(tmp_path, "exit 2")})

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ootest.cache import OPS_DB
 from ootest.errors import UserError
 
 
@@ -30,7 +31,7 @@ def add_parser(osub: Any) -> None:
     )
     a.add_argument("targets", nargs="+", metavar="CONFIG|TESTPATH")
     a.add_argument("--device", default="emu:full", help="the device (default: emu:full)")
-    a.add_argument("--db", type=Path, default=Path(".ootest") / "ops.db")
+    a.add_argument("--db", type=Path, default=OPS_DB)
     a.add_argument("--shard", metavar="I/N", help="capture shard I of N (merge with 'ops merge')")
     a.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress")

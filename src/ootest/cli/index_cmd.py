@@ -14,7 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-DEFAULT_DB = Path(".ootest/memory.db")
+from ootest.cache import MEMORY_DB
+
+DEFAULT_DB = MEMORY_DB
 
 
 def add_parser(sub: Any) -> None:

@@ -16,7 +16,17 @@ from ootest.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, UserError
 
 
 def _parser() -> argparse.ArgumentParser:
-    from ootest.cli import config_cmd, index_cmd, ops_cmd, relay_cmd, report_cmd, run_cmd
+    from ootest.cli import (
+        config_cmd,
+        index_cmd,
+        init_cmd,
+        merge_cmd,
+        ops_cmd,
+        relay_cmd,
+        report_cmd,
+        run_cmd,
+        shards_cmd,
+    )
 
     p = argparse.ArgumentParser(
         prog="ootest",
@@ -24,10 +34,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run_cmd.add_parser(sub)
-    report_cmd.add_parsers(sub)
+    shards_cmd.add_parser(sub)
+    merge_cmd.add_parser(sub)
+    report_cmd.add_parser(sub)
     config_cmd.add_parser(sub)
     relay_cmd.add_parser(sub)
-    relay_cmd.add_init_parser(sub)
+    init_cmd.add_parser(sub)
     index_cmd.add_parser(sub)
     ops_cmd.add_parser(sub)
     from ootest.cli import model_cmd

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ootest.cache import OPS_DB
 from ootest.errors import UserError
 
 _DB_HELP = "the op map index (default: .ootest/ops.db)"
@@ -27,7 +28,7 @@ def add_parser(sub: Any) -> Any:
 
     def action(name: str, help_: str, func: Any) -> argparse.ArgumentParser:
         a: argparse.ArgumentParser = osub.add_parser(name, help=help_)
-        a.add_argument("--db", type=Path, default=Path(".ootest") / "ops.db", help=_DB_HELP)
+        a.add_argument("--db", type=Path, default=OPS_DB, help=_DB_HELP)
         a.set_defaults(func=func)
         return a
 

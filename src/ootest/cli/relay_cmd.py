@@ -1,4 +1,4 @@
-"""``ootest relay gate|resolve|plan|report|emulate`` (never imports torch)."""
+"""``ootest relay gate|resolve|matrix|report|emulate`` (never imports torch)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ootest.cache import WORK_DIR
 from ootest.errors import UserError
 
 
@@ -44,7 +45,8 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--nightly-message", help="resolve a nightly: the nightly commit's message")
     r.set_defaults(func=resolve_cmd)
 
-    pl = rs.add_parser("plan", help="GitHub Actions matrix of combinations")
+    # 'plan' is the older spelling, kept for workflows written by earlier 'ootest init'
+    pl = rs.add_parser("matrix", aliases=["plan"], help="GitHub Actions matrix of combinations")
     pl.add_argument("--sha", required=True, help="resolved PyTorch SHA")
     pl.add_argument("--suite", action="append", default=[], help="suite config (repeatable)")
     pl.add_argument("--shards", type=int, default=1)
@@ -55,7 +57,7 @@ def add_parser(sub: Any) -> None:
         default=[],
         help="an older backend release to test as well (repeatable)",
     )
-    pl.set_defaults(func=plan_cmd)
+    pl.set_defaults(func=matrix_cmd)
 
     rp = rs.add_parser("report", help="send the status callback to the relay")
     rp.add_argument("--status", required=True, choices=("in_progress", "completed"))
@@ -84,39 +86,6 @@ def add_parser(sub: Any) -> None:
     em.add_argument("--repository", default="example/backend")
     em.add_argument("--rate-limit", type=int, default=100)
     em.set_defaults(func=emulate_cmd)
-
-
-def add_init_parser(sub: Any) -> None:
-    p = sub.add_parser("init", help="write a CRCR GitHub Actions workflow and a starter config")
-    p.add_argument("--dir", default=".", help="repository root (default: .)")
-    p.add_argument("--device", required=True, help="backend name, e.g. spyre")
-    p.add_argument(
-        "--module", help="Python module that registers the backend (default: torch_<device>)"
-    )
-    p.add_argument("--shards", type=int, default=1)
-    p.add_argument(
-        "--runs-on",
-        metavar="LABEL,LABEL",
-        help="runner labels of the test job, where the hardware is (default: self-hosted,DEVICE)",
-    )
-    p.add_argument("--force", action="store_true", help="overwrite existing files")
-    p.set_defaults(func=init_cmd)
-
-
-def init_cmd(args: argparse.Namespace) -> int:
-    from ootest.relay.init import init
-
-    written = init(
-        Path(args.dir),
-        args.device,
-        args.module or "torch_" + args.device.replace("-", "_"),
-        max(1, args.shards),
-        args.force,
-        runs_on=args.runs_on,
-    )
-    for path in written:
-        print(f"wrote {path}")
-    return 0
 
 
 def gate_cmd(args: argparse.Namespace) -> int:
@@ -168,12 +137,12 @@ def resolve_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def plan_cmd(args: argparse.Namespace) -> int:
-    from ootest.relay.plan import plan
+def matrix_cmd(args: argparse.Namespace) -> int:
+    from ootest.relay.matrix import combination_matrix
 
     print(
         json.dumps(
-            plan(
+            combination_matrix(
                 args.sha,
                 args.suite,
                 shards=args.shards,
@@ -212,7 +181,7 @@ def report_cmd(args: argparse.Namespace) -> int:
     verdict = _triage(args, payload, job) if args.triage else None
     body = rp.build_body(payload, job, args.status, args.conclusion, results, verdict)
     state = rp.StateFile(
-        Path(args.state_dir or os.path.join(env.get("RUNNER_TEMP") or ".ootest", "relay-state"))
+        Path(args.state_dir or os.path.join(env.get("RUNNER_TEMP") or WORK_DIR, "relay-state"))
     )
 
     def log(msg: str) -> None:

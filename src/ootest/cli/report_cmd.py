@@ -1,7 +1,5 @@
-"""``ootest plan``, ``ootest merge`` and ``ootest report``: shards and reports.
-
-None of them imports torch: they work from configs and results files only.
-"""
+"""``ootest report``: print or write a report (table, CRCR JSON, JUnit, HTML, trend)
+from results files. Never imports torch."""
 
 from __future__ import annotations
 
@@ -14,36 +12,7 @@ from typing import Any
 from ootest.errors import UserError
 
 
-def add_parsers(sub: Any) -> None:
-    p = sub.add_parser(
-        "plan",
-        help="split a config's tests into N shards; print a GitHub Actions matrix",
-        description="Print a GitHub Actions matrix (JSON) with one leg per shard. Each leg runs "
-        "'ootest run CONFIG --shard I/N --durations RESULTS'; the split itself is made by "
-        "the run from the same durations, greedy longest-first, so every test is in one shard.",
-    )
-    p.add_argument("config", metavar="CONFIG")
-    p.add_argument("--shards", type=int, required=True, metavar="N")
-    p.add_argument(
-        "--durations",
-        metavar="PATH",
-        action="append",
-        help="results of earlier runs (JSONL); their durations estimate each shard's load",
-    )
-    p.set_defaults(func=plan)
-
-    m = sub.add_parser(
-        "merge",
-        help="combine shard results into one report",
-        description="Combine results files (e.g. one per shard) into one JSONL, JUnit XML "
-        "and HTML report, and exit like 'ootest run' would have.",
-    )
-    m.add_argument("inputs", nargs="+", metavar="RESULTS")
-    m.add_argument("--results", metavar="PATH", default=".ootest/merged.jsonl")
-    m.add_argument("--junit", metavar="PATH", default=".ootest/merged-junit.xml")
-    m.add_argument("--html", metavar="PATH", default=".ootest/merged-report.html")
-    m.set_defaults(func=merge)
-
+def add_parser(sub: Any) -> None:
     r = sub.add_parser(
         "report",
         help="print or write a report from results; --trend: what changed between runs",
@@ -77,66 +46,10 @@ def add_parsers(sub: Any) -> None:
     r.set_defaults(func=report)
 
 
-def plan(args: argparse.Namespace) -> int:
-    from ootest.config.load import load_config
-    from ootest.config.paths import file_keys
-    from ootest.record.shard import assign, durations_from
-
-    if args.shards < 1:
-        raise UserError(f"--shards: expected a number >= 1; found {args.shards}")
-    cfg = load_config(args.config)
-    keys = file_keys(cfg.source, (t for t, _ in cfg.resolved))
-    files = {keys.key(rf.path) for rf in cfg.files}
-    durations = durations_from([Path(p) for p in args.durations or []], files)
-    _, load = assign(durations, durations, args.shards)
-    name = cfg.source.stem
-    device = cfg.suite.device or "plain"
-    include = []
-    for i in range(args.shards):
-        include.append(
-            {
-                "shard": f"{i + 1}/{args.shards}",
-                "index": i + 1,
-                "total": args.shards,
-                "job_name": f"ootest {name} ({device}) shard {i + 1} of {args.shards}",
-                "artifact": f"ootest-{name}-shard-{i + 1}-of-{args.shards}",
-                "estimated_seconds": round(load[i], 1) if durations else None,
-            }
-        )
-    print(json.dumps({"include": include}))
-    return 0
-
-
 def _load(inputs: list[str]) -> Any:
-    from ootest.record.results import RunData, read_records
+    from ootest.runner.merge import read_runs
 
-    recs = []
-    for p in inputs:
-        recs.extend(read_records(Path(p), missing_ok=False))
-    return RunData.from_records(recs), recs
-
-
-def merge(args: argparse.Namespace) -> int:
-    from ootest.record.results import Appender, blocking
-    from ootest.runner.render import print_summary, write_html, write_junit
-
-    data, recs = _load(args.inputs)
-    out = Path(args.results)
-    if out.resolve() in {Path(p).resolve() for p in args.inputs}:
-        raise UserError(f"--results {out}: is also an input; choose another output file")
-    if out.exists():
-        out.unlink()
-    w = Appender(out)
-    for rec in recs:
-        if rec.get("kind") != "result":
-            w.write(rec)  # collection, stale and session records, as they were
-    for rec in data.results.values():
-        w.write(rec)
-    w.close()
-    write_junit(data, Path(args.junit))
-    write_html(data, Path(args.html), f"ootest: {len(args.inputs)} merged result file(s)")
-    print_summary(data, str(out), extra=[f"JUnit: {args.junit}  HTML: {args.html}"])
-    return 1 if any(blocking(r) for r in data.results.values()) else 0
+    return read_runs(Path(p) for p in inputs)
 
 
 def report(args: argparse.Namespace) -> int:

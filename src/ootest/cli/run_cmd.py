@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ootest.cache import WORK_DIR
 from ootest.errors import EXIT_FAILED, EXIT_GUARD, EXIT_OK, EXIT_USAGE, UserError
 
-DEFAULT_DIR = Path(".ootest")
+DEFAULT_DIR = WORK_DIR
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def add_parser(sub: Any) -> None:
         metavar="PATH",
         help="continue an interrupted run: keep PATH's results, run only the tests it lacks",
     )
-    p.add_argument("--shard", metavar="I/N", help="run shard I of N (see 'ootest plan')")
+    p.add_argument("--shard", metavar="I/N", help="run shard I of N (see 'ootest shards')")
     p.add_argument(
         "--durations",
         metavar="PATH",

@@ -17,45 +17,56 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from ootest.config.load import ResolvedFile
-from ootest.config.model import (
-    DtypeRef,
-    GlobalCaps,
-    Mode,
-    ModuleRef,
-    OpRef,
-    Precision,
-    TestEntry,
-)
 from ootest.config.names import NamePattern, Variant, reason_message
+from ootest.config.resolved import ResolvedFile
 from ootest.config.when import Context, holds
 from ootest.memo import IdentityMemo
 
-__all__ = ["Context", "Decision", "clear_caches", "decide", "declared", "holds", "match_entry"]
+if TYPE_CHECKING:  # read, never built here: decide imports neither pydantic nor PyYAML
+    from ootest.config.model import (
+        DtypeRef,
+        GlobalCaps,
+        Mode,
+        ModuleRef,
+        OpRef,
+        Precision,
+        TestEntry,
+    )
+
+__all__ = ["Context", "Decision", "decide", "declared", "holds", "match_entry"]
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
+    """What the config decides for one variant, as plain data: ``decide`` returns it,
+    the plugin applies it (marks, precision) and reports it, and the plan cache
+    stores it as it is (Note [Plan cache]).
+
+    ``matched`` holds the config names that matched the variant: the
+    :class:`~ootest.config.names.NamePattern` objects as ``decide`` returns them,
+    their ids in the compiled plan (``Plan.patterns``) once the plugin keeps them.
+    """
+
     mode: Mode
     reason: str
     origin: str = ""
     issue: str | None = None
-    bucket: str = "listed"  # listed | unlisted | capability | excluded | forced
-    precision: Precision | None = None
-    tags: tuple[str, ...] = field(default=())
-    labels: tuple[str, ...] = field(default=())
-    entry: TestEntry | None = None
-    matched: tuple[NamePattern, ...] = ()  # every config name that matched the variant
+    bucket: str = "listed"  # listed | unlisted | capability | excluded | forced | selector
+    atol: float | None = None
+    rtol: float | None = None
+    matched: tuple[Any, ...] = ()
+    capable: bool = False  # skipped by an entry although the device declares what it needs
+    tags: tuple[str, ...] = ()  # the deciding entry's
+    labels: tuple[str, ...] = ()  # the file's and the deciding entry's
 
     @property
     def message(self) -> str:
         return reason_message(self.reason, self.issue, self.origin)
 
 
-_Ref = TypeVar("_Ref", DtypeRef, OpRef, ModuleRef)
-Admit = Callable[[TestEntry], bool]
+_Ref = TypeVar("_Ref", "DtypeRef", "OpRef", "ModuleRef")
+Admit = Callable[["TestEntry"], bool]
 """Whether an entry's ``selectors`` select the variant being decided (the plugin knows
 its marks and op evidence; the config does not)."""
 
@@ -97,13 +108,6 @@ class _EntryLookup:
     exclude: _Lookup
 
 
-def clear_caches() -> None:
-    """Drop the indexes built for decided configs (the plugin calls it at the end)."""
-    for memo in (_caps, _entry_edits, _op_dtypes):
-        memo.clear()
-
-
-@IdentityMemo
 def _caps(caps: GlobalCaps) -> _Lookup:
     return _Lookup(
         _by_name(caps.supported_ops),
@@ -112,7 +116,6 @@ def _caps(caps: GlobalCaps) -> _Lookup:
     )
 
 
-@IdentityMemo
 def _entry_edits(entry: TestEntry) -> _EntryLookup | None:
     if entry.edits is None:
         return None
@@ -131,9 +134,31 @@ def _entry_edits(entry: TestEntry) -> _EntryLookup | None:
     )
 
 
-@IdentityMemo
 def _op_dtypes(ref: OpRef) -> _Lookup:
     return _Lookup(None, _by_name(ref.dtypes), None)
+
+
+@dataclass
+class _Memo:
+    """The indexes built for one resolved file (kept in ``ResolvedFile.memo``, so they
+    go when the config goes): per capability block, entry and op, by identity."""
+
+    caps: IdentityMemo[GlobalCaps, _Lookup] = field(default_factory=lambda: IdentityMemo(_caps))
+    edits: IdentityMemo[TestEntry, _EntryLookup | None] = field(
+        default_factory=lambda: IdentityMemo(_entry_edits)
+    )
+    op_dtypes: IdentityMemo[OpRef, _Lookup] = field(
+        default_factory=lambda: IdentityMemo(_op_dtypes)
+    )
+
+
+def _memo(rf: ResolvedFile | None) -> _Memo:
+    if rf is None:
+        return _Memo()
+    memo: _Memo | None = rf.memo.get(_Memo)
+    if memo is None:
+        memo = rf.memo[_Memo] = _Memo()
+    return memo
 
 
 def match_entry(
@@ -176,13 +201,15 @@ def decide(
         origin, issue, bucket = rf.entry.origin, None, "unlisted"
 
     def out(m: Mode, why: str, b: str, prec: Precision | None = None) -> Decision:
-        return Decision(m, why, origin, issue, b, prec, tags, labels, entry, matched)
+        tol = (prec.atol, prec.rtol) if prec is not None else (None, None)
+        return Decision(m, why, origin, issue, b, *tol, matched, False, tags, labels)
 
     if mode == "skip":
         return out(mode, reason, bucket)
 
-    edits = _entry_edits(entry) if entry is not None else None
-    cl = _caps(caps)
+    memo = _memo(rf)
+    edits = memo.edits(entry) if entry is not None else None
+    cl = memo.caps(caps)
     forced: list[str] = []
     if entry is not None and entry.force_xfail:
         forced.append("the entry sets force_xfail")
@@ -212,7 +239,7 @@ def decide(
         included = edits.include.dtype(dt) if edits else None
         allowed, where = cl, "global.supported_dtypes"
         if opref is not None and opref.dtypes is not None:
-            allowed, where = _op_dtypes(opref), f"supported_ops[{opref.name}].dtypes"
+            allowed, where = memo.op_dtypes(opref), f"supported_ops[{opref.name}].dtypes"
         ref = allowed.dtype(dt)
         if allowed.dtypes is not None and ref is None and included is None:
             what = f"op {v.op} on " if where.startswith("supported_ops") else ""
@@ -247,7 +274,7 @@ def decide(
     return out(mode, reason, bucket, precision)
 
 
-def declared(caps: GlobalCaps, v: Variant) -> bool:
+def declared(caps: GlobalCaps, v: Variant, rf: ResolvedFile | None = None) -> bool:
     """Whether every capability the variant needs (op, dtypes, module) is declared supported.
 
     For promotion reports: a test skipped by an entry although the device now
@@ -256,12 +283,13 @@ def declared(caps: GlobalCaps, v: Variant) -> bool:
     """
     if v.op is None and not v.dtypes and v.module is None:
         return False
-    cl = _caps(caps)
+    memo = _memo(rf)  # ``rf``: the file whose indexes to reuse
+    cl = memo.caps(caps)
     opref = cl.op(v)
     if v.op is not None and opref is None:
         return False
     for dt in v.dtypes:
-        allowed = _op_dtypes(opref) if opref is not None and opref.dtypes is not None else cl
+        allowed = memo.op_dtypes(opref) if opref is not None and opref.dtypes is not None else cl
         if allowed.dtypes is None or allowed.dtype(dt) is None:
             return False
     return not (v.module is not None and v.module not in (cl.modules or {}))

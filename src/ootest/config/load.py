@@ -21,7 +21,7 @@ import tempfile
 import time
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,6 @@ from ootest.config.model import (
     MODES,
     CasesDocument,
     Document,
-    FileEntry,
     GlobalCaps,
     RelayPolicy,
     Selectors,
@@ -43,7 +42,8 @@ from ootest.config.model import (
     TestSuiteConfig,
     set_private,
 )
-from ootest.config.names import NamePattern, NameSyntaxError, Variant
+from ootest.config.names import NamePattern, NameSyntaxError
+from ootest.config.resolved import Config, ResolvedFile
 from ootest.config.when import Context, holds
 from ootest.errors import ConfigError, Problem
 
@@ -115,72 +115,6 @@ def _limit(name: str, default: int) -> int:
         return paths.env_limit(name, default)
     except ValueError as e:
         raise ConfigError([Problem(name, 0, 0, "", str(e).removeprefix(name + ": "))]) from None
-
-
-Candidate = tuple[int, NamePattern]  # (index of the entry in ResolvedFile.patterns, name)
-
-
-@dataclass
-class ResolvedFile:
-    """One test file of the config after expansion (a glob gives several)."""
-
-    path: Path
-    entry: FileEntry
-    patterns: list[tuple[TestEntry, tuple[NamePattern, ...]]]
-    _index: dict[tuple[str, ...], list[Candidate]] | None = None
-    _regexes: list[Candidate] = field(default_factory=list)
-    _filtered: set[str] = field(default_factory=set)  # methods that have filtered names
-
-    def candidates(self, v: Variant) -> list[Candidate]:
-        """Names that may match ``v``, as (entry index, name).
-
-        Names are indexed by method, and names with a variant filter also by their
-        first filter, so a 10,000-entry config costs a few dict lookups per
-        variant rather than 10,000 comparisons.
-        """
-        index = self._index
-        if index is None:
-            index = {}
-            for i, (_, patterns) in enumerate(self.patterns):
-                for p in patterns:
-                    if p.kind in ("regex", "pattern"):
-                        self._regexes.append((i, p))
-                    elif p.filters:
-                        key, value = p.filters[0]
-                        index.setdefault((p.method or "", key, value), []).append((i, p))
-                        self._filtered.add(p.method or "")
-                    else:
-                        index.setdefault((p.method or "",), []).append((i, p))
-            self._index = index
-        found: list[Candidate] = []
-        for name in v.names:
-            found += index.get((name,), ())
-            if name in self._filtered:
-                for key, value in v.index_keys():
-                    found += index.get((name, key, value), ())
-        return found + self._regexes if self._regexes else found
-
-
-@dataclass
-class Config:
-    """A loaded, composed and expanded config: what the plugin and runner use."""
-
-    source: Path
-    suite: TestSuiteConfig
-    files: list[ResolvedFile] = field(default_factory=list)
-    relay: RelayPolicy | None = None
-    warnings: list[Problem] = field(default_factory=list)
-    sources: list[Path] = field(default_factory=list)
-    """Every config file read (this one and what it extends)."""
-    resolved: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
-    """(``files[].path`` as written, the files it named): what the plan cache re-checks."""
-
-    def file_for(self, path: Path) -> ResolvedFile | None:
-        key = _norm(path)
-        for f in self.files:
-            if _norm(f.path) == key:
-                return f
-        return None
 
 
 _norm = paths.norm

@@ -41,12 +41,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple
 
+from ootest.cache import OPS_DB
 from ootest.errors import UserError
 from ootest.opmap.capture import ReadStats, read_capture
 from ootest.opmap.names import KNOWN_NAMESPACES, OpName, parse_op
 
 SCHEMA_VERSION = 1
-DEFAULT_DB = Path(".ootest") / "ops.db"
+DEFAULT_DB = OPS_DB
 MODE_NAMES = ("eager", "compiled")
 _MODE_SETS = {1: ("eager",), 2: ("compiled",), 3: ("eager", "compiled")}  # by mode bits
 # Outcomes after which the recorded ops are the variant's whole op set; any

@@ -103,8 +103,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _setting(config: pytest.Config, name: str) -> str | None:
+    """A setting from the command line, else the environment, else the ini file (the
+    precedence docs/plugin.md states: the nearer the invocation, the stronger)."""
     ns = config.known_args_namespace
-    value = getattr(ns, name, None) or config.getini(name) or os.environ.get(name.upper())
+    value = getattr(ns, name, None) or os.environ.get(name.upper()) or config.getini(name)
     return str(value) if value else None
 
 

@@ -18,51 +18,46 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ootest.config.names import Variant
+from ootest.config.decide import Decision
 from ootest.config.paths import file_keys, norm
 from ootest.config.when import Context
 from ootest.errors import DeviceError
+from ootest.plugin import marks as mk
+from ootest.plugin.dump import VariantDump
 from ootest.plugin.inject import CALL_TAGS, Injector
 from ootest.plugin.inject import install as install_injection
+from ootest.plugin.keys import FACTS, OUTCOME
 from ootest.plugin.plan import (
     Facts,
     FileRule,
-    Outcome,
     Plan,
     PlanCache,
     Record,
-    mark_text,
     plan_cache_disabled,
     record_from_data,
-    unique,
 )
+from ootest.plugin.selector import Selector
 from ootest.plugin.variant import variant_from_item
 from ootest.record import crash
 from ootest.record.crash import die_with_parent
 from ootest.record.identity import FileKeys, env_roots, node_id
 from ootest.record.results import (
-    CRASHED,
     ERROR,
     FAILED,
     PASSED,
     SKIPPED,
-    TIMEOUT,
     XFAILED,
     XPASSED,
     XPASSED_STRICT,
     Appender,
-    RunData,
-    read_records,
+    result_record,
     state_dir,
 )
-from ootest.record.shard import ShardSpec, assign, durations_from
 
 if TYPE_CHECKING:  # pydantic and PyYAML load only when a config must be read
-    from ootest.config.load import Config, ResolvedFile
+    from ootest.config.resolved import Config, ResolvedFile
     from ootest.plugin.selection import Selection
 
-OUTCOME = pytest.StashKey[Outcome]()
-FACTS = pytest.StashKey[Facts]()
 
 _ONLY_FOR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
 _FOR_CUSTOM = "PYTORCH_TESTING_DEVICE_FOR_CUSTOM"
@@ -164,11 +159,38 @@ class OotestPlugin:
     _decided: list[pytest.Item] = field(default_factory=list)  # items with stashed records
     op_marks: dict[str, tuple[str, ...]] | None = None  # variant ID -> aten__ marks (--ootest-ops)
     selection: Selection | None = None  # the config's selectors (Note [Selectors])
+    # What this session changed outside itself (the environment, torch's parametrizers),
+    # undone at unconfigure: see Note [Session-scoped changes].
+    restore: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     # ------------------------------------------------------------------ setup
     @classmethod
     def create(
         cls, config: pytest.Config, cfg_path: str | None, device: str | None
+    ) -> OotestPlugin:
+        restore = contextlib.ExitStack()
+        config.add_cleanup(restore.close)  # also when the session never configures
+        try:
+            return cls._create(config, cfg_path, device, restore)
+        except BaseException:
+            restore.close()
+            raise
+
+    # Note [Session-scoped changes]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # Anything the plugin changes beyond its own objects (an environment variable,
+    # torch's parametrizers for edits.*.include) is registered on ``restore`` when
+    # made and undone at pytest_unconfigure, so one pytest session in a process
+    # (pytester's in-process runs, an IDE runner) leaves no trace on the next.
+    # Registering the device cannot be undone: torch has no way to unregister a
+    # privateuse1 backend, and a second session asks for the same one.
+    @classmethod
+    def _create(
+        cls,
+        config: pytest.Config,
+        cfg_path: str | None,
+        device: str | None,
+        restore: contextlib.ExitStack,
     ) -> OotestPlugin:
         die_with_parent()
         ns = config.known_args_namespace
@@ -195,7 +217,9 @@ class OotestPlugin:
         if spec is not None:
             # Device-generic tests instantiate for the device only (upstream's own switch),
             # unless the user chose otherwise.
-            os.environ.setdefault(_ONLY_FOR, "privateuse1")
+            if _ONLY_FOR not in os.environ:
+                os.environ[_ONLY_FOR] = "privateuse1"
+                restore.callback(os.environ.pop, _ONLY_FOR, None)
             capman = config.pluginmanager.getplugin("capturemanager")
             # pytest already captures output here; a first emu build takes a minute
             # and says so, which a person should see.
@@ -203,7 +227,7 @@ class OotestPlugin:
             with quiet:
                 activate_device(spec)
             if cfg is not None and plan is not None and plan.inject:
-                install_injection(Injector(cfg, spec.name, ctx))
+                restore.callback(install_injection(Injector(cfg, spec.name, ctx)))
         results = getattr(ns, "ootest_results", None)
         timeout = getattr(ns, "ootest_timeout", None)
         if timeout is None and plan is not None:
@@ -227,6 +251,7 @@ class OotestPlugin:
             results_path=Path(results) if results else None,
             timeout=float(timeout) if timeout else None,
             state_dir=Path(state) if state else None,
+            restore=restore,
         )
         ops_db, given_by = getattr(ns, "ootest_ops", None), "--ootest-ops"
         if not ops_db and plan is not None and plan.op_map:
@@ -299,12 +324,9 @@ class OotestPlugin:
             _drop(item.stash, FACTS)
             _drop(item.stash, OUTCOME)
         self._decided = []
-        if self.cfg is not None:
-            from ootest.config.decide import clear_caches
-
-            clear_caches()
         self.cfg = self.plan = self.cache = None
         self._resolved.clear()
+        self.restore.close()
         if self._out is not None:
             self._out.close()
         if self._fault_fh is not None:
@@ -417,7 +439,7 @@ class OotestPlugin:
         """
         new = [n for n in wanted if n not in self.registered_marks]
         for name in new:
-            self.config.addinivalue_line("markers", f"{name}: {mark_text(name)}")
+            self.config.addinivalue_line("markers", f"{name}: {mk.mark_text(name)}")
         for name in new:
             self.registered_marks[name] = getattr(pytest.mark, name)
 
@@ -511,7 +533,7 @@ class OotestPlugin:
         axis_key = (v.op_name, v.op, v.dtypes, v.module)
         marks = self._marks_by_axes.get(axis_key)
         if marks is None:
-            marks = self._marks_by_axes[axis_key] = _axis_marks(v)
+            marks = self._marks_by_axes[axis_key] = mk.axis_marks(v)
         rf = self._resolved_file(key, item.path) if key is not None else None
         if rf is None:
             return facts, None, marks
@@ -524,45 +546,36 @@ class OotestPlugin:
         admit = None
         if sel is not None and sel.entries:
             # an entry's selectors read the marks known before any entry decides
-            known = [f"label__{x}" for x in (*self.plan.labels, *rf.entry.labels)]
+            known = mk.labels((*self.plan.labels, *rf.entry.labels))
             before = sel.facts(item, v, (*marks, *aten, *known))
             admit = partial(sel.admit, facts=before)
         d = decide(rf, caps, v, self.ctx, admit)
         pids = self.plan.pattern_ids
-        prec = d.precision
-        outcome = Outcome(
-            d.mode,
-            d.reason,
-            d.origin,
-            d.issue,
-            d.bucket,
-            prec.atol if prec is not None else None,
-            prec.rtol if prec is not None else None,
-            tuple(pids[id(p)] for p in d.matched),
-            d.mode == "skip" and d.bucket == "listed" and declared(caps, v),
+        # kept as plain data (Note [Plan cache]): names by id, tags and labels as marks
+        outcome = d._replace(
+            matched=tuple(pids[id(p)] for p in d.matched),
+            capable=d.mode == "skip" and d.bucket == "listed" and declared(caps, v, rf),
+            tags=(),
+            labels=(),
         )
         labels = (*self.plan.labels, *d.labels)  # suite, file, entry
         # a declared call's (or module's) own tags, after its test entry's
         tags = (*d.tags, *getattr(getattr(item, "obj", None), CALL_TAGS, ()))
         if tags or labels:
-            marks = unique([*marks, *(f"tag__{t}" for t in tags), *(f"label__{x}" for x in labels)])
+            marks = mk.unique([*marks, *mk.tags(tags), *mk.labels(labels)])
         if sel is not None and sel.top is not None and outcome.mode != "skip":
             verdict = sel.decide_top(sel.facts(item, v, (*marks, *aten)))
             if not verdict.selected:
-                outcome = Outcome(
+                outcome = Decision(
                     "skip",
                     f"left out by test_selectors: {verdict.why}",
                     verdict.origin,
-                    None,
-                    "selector",
-                    None,
-                    None,
-                    outcome.matched,
-                    False,
+                    bucket="selector",
+                    matched=outcome.matched,
                 )
         return facts, outcome, marks
 
-    def _apply(self, item: pytest.Item, d: Outcome) -> None:
+    def _apply(self, item: pytest.Item, d: Decision) -> None:
         if d.mode == "mandatory_success":
             return
         key = (d.mode, d.message)
@@ -643,19 +656,16 @@ class OotestPlugin:
         self.outcomes[outcome] += 1
         key = str(getattr(report, "ootest_file", None) or report.fspath)
         self._out.write(
-            {
-                "kind": "result",
-                "nodeid": str(getattr(report, "ootest_nodeid", None) or report.nodeid),
-                "variant_id": key,
-                "file": key,
-                "outcome": outcome,
-                "phase": "collect",
-                "mode": None,
-                "reason": message if outcome == SKIPPED else None,
-                "duration": 0.0,
-                "message": message,
-                "time": time.time(),
-            }
+            result_record(
+                outcome,
+                nodeid=str(getattr(report, "ootest_nodeid", None) or report.nodeid),
+                variant_id=key,
+                file=key,
+                phase="collect",
+                mode=None,
+                reason=message if outcome == SKIPPED else None,
+                message=message,
+            )
         )
 
     # ----------------------------------------------------------------- running
@@ -732,26 +742,24 @@ class OotestPlugin:
             for k, v in report.user_properties
             if isinstance(k, str) and k.startswith("ootest_")
         }
-        return {
-            "kind": "result",
-            "nodeid": props.get("nodeid", report.nodeid),
-            "variant_id": props.get("variant_id", report.nodeid),
-            "file": props.get("file", report.fspath),
-            "outcome": outcome,
-            "mode": props.get("mode"),
-            "bucket": props.get("bucket"),
-            "reason": props.get("reason"),
-            "issue": props.get("issue"),
-            "origin": props.get("origin"),
-            "op": props.get("op"),
-            "dtype": props.get("dtype"),
-            "device_variant": props.get("device_variant", False),
-            "capable": props.get("capable", False),
-            "duration": round(report.duration, 4),
-            "message": _excerpt(report),
-            "where": _where(report),
-            "time": time.time(),
-        }
+        return result_record(
+            outcome,
+            nodeid=str(props.get("nodeid", report.nodeid)),
+            variant_id=str(props.get("variant_id", report.nodeid)),
+            file=str(props.get("file", report.fspath)),
+            mode=props.get("mode"),
+            bucket=props.get("bucket"),
+            reason=props.get("reason"),
+            issue=props.get("issue"),
+            origin=props.get("origin"),
+            op=props.get("op"),
+            dtype=props.get("dtype"),
+            device_variant=props.get("device_variant", False),
+            capable=props.get("capable", False),
+            where=_where(report),
+            duration=report.duration,
+            message=_excerpt(report),
+        )
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -796,13 +804,6 @@ class OotestPlugin:
 _STALE_SHOWN = 20  # stale names listed without -v
 
 
-def _axis_marks(v: Variant) -> tuple[str, ...]:
-    """Mark names for a variant's op, dtypes and module."""
-    ops = (f"op__{op}" for op in (v.op_name, v.op) if op)
-    module = (f"module__{v.module}",) if v.module else ()
-    return unique([*ops, *(f"dtype__{dt}" for dt in v.dtypes), *module])
-
-
 def _drop(stash: pytest.Stash, key: pytest.StashKey[Any]) -> None:
     if key in stash:
         del stash[key]
@@ -835,135 +836,6 @@ def _fields(item: pytest.Item, plugin: OotestPlugin) -> dict[str, Any]:
         if d.capable:
             out["capable"] = True
     return out
-
-
-class VariantDump:
-    """``--ootest-variants PATH``: every collected variant as one JSON line, with the
-    same IDs, facts and decisions the core plugin gives it (the repository memory
-    enumerates variants with it, test bodies never run), and every file that could
-    not be collected with its error."""
-
-    def __init__(self, path: Path, core: OotestPlugin) -> None:
-        self.path, self.core = path, core
-        self.out: Appender | None = None
-
-    def pytest_configure(self, config: pytest.Config) -> None:
-        if not hasattr(config, "workerinput"):  # the controller gets the workers' reports
-            self.path.unlink(missing_ok=True)
-            self.out = Appender(self.path)
-
-    def pytest_unconfigure(self, config: pytest.Config) -> None:
-        if self.out is not None:
-            self.out.close()
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if self.out is None or not report.failed:
-            return
-        key = str(getattr(report, "ootest_file", None) or report.fspath)
-        message = str(report.longrepr)[-3000:]
-        self.out.write({"kind": "collect_error", "file": key, "message": message})
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(
-        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-    ) -> None:
-        if self.out is None:
-            return
-        core = self.core
-        names = frozenset({core.device.name} if core.device else ())
-        for item in items:
-            v = variant_from_item(item, core.keys.key(item.path), names)
-            d = item.stash.get(OUTCOME, None)
-            self.out.write(
-                {
-                    "kind": "variant",
-                    "variant_id": v.variant_id,
-                    "nodeid": core.item_node_id(item),
-                    "file": v.file,
-                    "cls": v.cls,
-                    "method": v.method,
-                    "op": v.op,
-                    "op_name": v.op_name,
-                    "dtypes": list(v.dtypes),
-                    "module": v.module,
-                    "params": dict(v.params),
-                    "device_variant": v.device_variant,
-                    "mode": d.mode if d is not None else None,
-                    "reason": d.message if d is not None else None,
-                }
-            )
-
-
-class Selector:
-    """Drops tests a resumed run already has, and tests of other shards.
-
-    Runs last among collection hooks, so ``-k``/``-m`` selection and the core
-    plugin's decisions (which give every item its variant ID) come first.
-    Both key on variant IDs and file keys, never on node IDs: a run resumed
-    from another folder or machine continues where it stopped.
-    """
-
-    def __init__(
-        self,
-        done: set[str],
-        crashed_files: set[str],
-        shard: ShardSpec | None,
-        durations: Any,
-        keys: FileKeys,
-    ) -> None:
-        self.done = done
-        self.crashed_files = crashed_files
-        self.shard = shard
-        self.durations = durations
-        self.keys = keys
-
-    @classmethod
-    def create(cls, ns: Any, keys: FileKeys) -> Selector | None:
-        resume = getattr(ns, "ootest_resume", None)
-        shard_text = getattr(ns, "ootest_shard", None)
-        if not resume and not shard_text:
-            return None
-        done: set[str] = set()
-        crashed: set[str] = set()
-        if resume:
-            data = RunData.from_records(read_records(Path(resume)))
-            for key, rec in data.results.items():
-                if rec.get("phase") == "collect":
-                    if rec.get("outcome") in (CRASHED, TIMEOUT):
-                        crashed.add(str(rec.get("file")))
-                else:
-                    done.add(key)
-        shard = ShardSpec.parse(shard_text) if shard_text else None
-        paths = [Path(p) for p in getattr(ns, "ootest_durations", None) or []]
-        return cls(done, crashed, shard, durations_from(paths) if shard else {}, keys)
-
-    def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
-        if self.crashed_files and collection_path.suffix == ".py":
-            if self.keys.key(collection_path) in self.crashed_files:
-                return True  # its collection crashed the process last time
-        return None
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(
-        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-    ) -> None:
-        ids = [_variant_id(i) for i in items]
-        where: dict[str, int] | None = None
-        if self.shard is not None:
-            where, _ = assign(ids, self.durations, self.shard.total)
-        keep: list[pytest.Item] = []
-        drop: list[pytest.Item] = []
-        for item, vid in zip(items, ids, strict=True):
-            other_shard = where is not None and where[vid] != self.shard.index - 1  # type: ignore[union-attr]
-            (drop if other_shard or vid in self.done else keep).append(item)
-        if drop:
-            config.hook.pytest_deselected(items=drop)
-            items[:] = keep
-
-
-def _variant_id(item: pytest.Item) -> str:
-    facts = item.stash.get(FACTS, None)
-    return facts.variant_id if facts is not None else item.nodeid
 
 
 def classify(report: pytest.TestReport) -> str | None:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import functools
 import sys
 import unittest
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,8 +50,8 @@ from ootest.config.when import Context, holds
 CALL_TAGS = "__ootest_call_tags__"
 
 if TYPE_CHECKING:  # pydantic loads only when a config must be read (see _core)
-    from ootest.config.load import Config
     from ootest.config.model import ModuleInclude, OpInclude
+    from ootest.config.resolved import Config
     from ootest.model.entries import Inputs, ModelModule, ModelOp
 
 
@@ -153,16 +153,20 @@ def _dtypes(names: list[str]) -> list[Any]:
     return out
 
 
-def install(inj: Injector) -> None:
-    """Wrap the parametrizers; call after the device is registered, before tests import."""
+def install(inj: Injector) -> Callable[[], None]:
+    """Wrap the parametrizers; call after the device is registered, before tests import.
+
+    Returns the function that puts upstream's parametrizers back: the plugin calls
+    it at ``pytest_unconfigure``, so the injection lasts one pytest session and a
+    later session in the same process (pytester, an IDE runner) sees plain torch.
+    """
     from torch.testing._internal import common_device_type as cdt
     from torch.testing._internal import common_modules as cm
 
     orig_ops: Any = cdt.ops._parametrize_test
     orig_modules: Any = cm.modules._parametrize_test
-    orig_get_dtypes: Any = vars(cdt.DeviceTypeTestBase)["_get_dtypes"].__func__
-    if "_get_dtypes" in vars(cdt.PrivateUse1TestBase):  # a torch that overrides it
-        orig_get_dtypes = vars(cdt.PrivateUse1TestBase)["_get_dtypes"].__func__
+    own_get_dtypes = vars(cdt.PrivateUse1TestBase).get("_get_dtypes")  # a torch that overrides it
+    orig_get_dtypes: Any = (own_get_dtypes or vars(cdt.DeviceTypeTestBase)["_get_dtypes"]).__func__
 
     def extended(orig: Any, list_attr: str, find: Any, declared: Any) -> Any:
         """``orig`` (a parametrizer's ``_parametrize_test``) with the config's extra
@@ -254,9 +258,20 @@ def install(inj: Injector) -> None:
         more = [d for d in _dtypes(extra.dtypes) if d not in found]
         return list(found) + more if more else found
 
+    get_dtypes.__ootest_injection__ = True  # type: ignore[attr-defined]
     setattr(cdt.ops, "_parametrize_test", ops_parametrize)  # noqa: B010
     setattr(cm.modules, "_parametrize_test", modules_parametrize)  # noqa: B010
     setattr(cdt.PrivateUse1TestBase, "_get_dtypes", classmethod(get_dtypes))  # noqa: B010
+
+    def uninstall() -> None:
+        setattr(cdt.ops, "_parametrize_test", orig_ops)  # noqa: B010
+        setattr(cm.modules, "_parametrize_test", orig_modules)  # noqa: B010
+        if own_get_dtypes is not None:
+            setattr(cdt.PrivateUse1TestBase, "_get_dtypes", own_get_dtypes)  # noqa: B010
+        else:
+            delattr(cdt.PrivateUse1TestBase, "_get_dtypes")
+
+    return uninstall
 
 
 def _with_entry(fn: Any) -> Any:

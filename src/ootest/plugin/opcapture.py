@@ -120,7 +120,7 @@ class OpCapture:
     def pytest_runtest_protocol(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, Any, Any]:
-        from ootest.plugin._core import FACTS
+        from ootest.plugin.keys import FACTS
 
         facts = item.stash.get(FACTS, None)
         if self.out is None or self.mode is None or facts is None:

@@ -48,29 +48,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ootest.cache import cache_dir
 from ootest.config import paths
-from ootest.config.names import reason_message
+from ootest.config.decide import Decision
 from ootest.config.when import Context
 
 if TYPE_CHECKING:
-    from ootest.config.load import Config
+    from ootest.config.resolved import Config
 
-FORMAT = 2
+FORMAT = 3  # 3: records keep config.decide.Decision
 _DAY = 86400.0
-
-_MARK_TEXT = {
-    "op__": "variants of op ",
-    "dtype__": "variants of dtype ",
-    "module__": "variants of module ",
-    "tag__": "config tag ",
-    "label__": "config label ",
-    "aten__": "variants the op map saw call aten::",
-}
-
-
-def mark_text(name: str) -> str:
-    """The description a mark is registered with (from its name)."""
-    prefix, sep, rest = name.partition("__")
-    return _MARK_TEXT.get(prefix + sep, "") + rest
 
 
 class Facts(NamedTuple):
@@ -83,25 +68,9 @@ class Facts(NamedTuple):
     device_variant: bool
 
 
-class Outcome(NamedTuple):
-    """A decision as the plugin applies and reports it (no config objects)."""
-
-    mode: str
-    reason: str
-    origin: str
-    issue: str | None
-    bucket: str
-    atol: float | None
-    rtol: float | None
-    matched: tuple[int, ...]  # ids of the config names that matched (Plan.patterns)
-    capable: bool  # skipped by an entry although the device declares what it needs
-
-    @property
-    def message(self) -> str:
-        return reason_message(self.reason, self.issue, self.origin)
-
-
-Record = tuple[Facts, Outcome | None, tuple[str, ...]]  # (facts, outcome, mark names)
+# (facts, decision, mark names); a kept decision's ``matched`` are Plan.patterns ids
+# and its tags and labels are in the mark names
+Record = tuple[Facts, Decision | None, tuple[str, ...]]
 
 
 class FileRule(NamedTuple):
@@ -343,8 +312,4 @@ class PlanCache:
 
 def record_from_data(raw: tuple[Any, ...]) -> Record:
     facts, outcome, marks = raw
-    return (Facts(*facts), Outcome(*outcome) if outcome is not None else None, marks)
-
-
-def unique(names: Iterable[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(names))
+    return (Facts(*facts), Decision(*outcome) if outcome is not None else None, marks)

@@ -20,8 +20,8 @@ from ootest.opmap.selectors import Evidence, Facts, SelectorSet, Verdict
 from ootest.opmap.support import from_refs
 
 if TYPE_CHECKING:
-    from ootest.config.load import Config
     from ootest.config.model import Selectors, TestEntry
+    from ootest.config.resolved import Config
 
 
 def load_evidence(path: Path, given_by: str) -> dict[str, Evidence]:

@@ -27,7 +27,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ootest.record.results import CRASHED, TIMEOUT, Record
+from ootest.record.results import CRASHED, TIMEOUT, Record, result_record
+
+__all__ = [
+    "clear_inflight",
+    "crash_record",
+    "die_with_parent",
+    "inflight_path",
+    "read_inflight",
+    "signal_name",
+    "worker_id",
+    "write_inflight",
+]
 
 _FATAL = {
     "Segmentation fault": "SIGSEGV",
@@ -121,18 +132,21 @@ def crash_record(inflight: dict[str, Any], returncode: int | None = None) -> Rec
     else:
         outcome = CRASHED
         why = "process died without a fault report (SIGKILL, OOM killer or os._exit)"
-    rec: Record = {k: v for k, v in inflight.items() if k not in _NOT_RESULT}
-    rec.update(
-        kind="result",
-        outcome=outcome,
-        signal=sig,
-        duration=round(time.time() - float(inflight.get("start", time.time())), 4),
-        message=(why + ("\n" + _last_lines(fault) if fault.strip() else ""))[:2000],
-        time=time.time(),
-    )
+    fields = {k: v for k, v in inflight.items() if k not in _NOT_RESULT}
+    nodeid, variant_id, file = (str(fields.pop(k, "")) for k in ("nodeid", "variant_id", "file"))
+    message = (why + ("\n" + _last_lines(fault) if fault.strip() else ""))[:2000]
     if inflight.get("phase") == "collect":
-        rec["message"] = "collection crashed: " + rec["message"]
-    return rec
+        message = "collection crashed: " + message
+    return result_record(
+        outcome,
+        nodeid=nodeid,
+        variant_id=variant_id,
+        file=file,
+        **fields,
+        signal=sig,
+        duration=time.time() - float(inflight.get("start", time.time())),
+        message=message,
+    )
 
 
 def _last_lines(text: str, n: int = 25) -> str:

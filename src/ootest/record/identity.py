@@ -40,6 +40,15 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+__all__ = [
+    "ROOT_VARS",
+    "FileKeys",
+    "env_roots",
+    "file_arg",
+    "node_id",
+    "template_roots",
+]
+
 #: Environment variables that name a checkout holding test files.
 ROOT_VARS = ("TORCH_ROOT", "TORCH_DEVICE_ROOT")
 _LEADING_VAR = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,6 +27,33 @@ from pathlib import Path
 from typing import Any
 
 from ootest.errors import UserError
+
+__all__ = [
+    "BAD",
+    "CRASHED",
+    "CUT_SHORT",
+    "ERROR",
+    "FAILED",
+    "OUTCOMES",
+    "PASSED",
+    "SKIPPED",
+    "SKIPPED_BY",
+    "TIMEOUT",
+    "XFAILED",
+    "XPASSED",
+    "XPASSED_STRICT",
+    "Appender",
+    "Record",
+    "RunData",
+    "blocking",
+    "headline",
+    "read_records",
+    "result_record",
+    "skip_cause",
+    "skipped_by",
+    "state_dir",
+    "trim_partial_line",
+]
 
 Record = dict[str, Any]
 
@@ -44,6 +72,38 @@ OUTCOMES = (
 BAD = frozenset({FAILED, ERROR, CRASHED, TIMEOUT})
 #: Outcomes of a test whose process died in it: its duration is no estimate.
 CUT_SHORT = frozenset({CRASHED, TIMEOUT})
+
+
+def result_record(
+    outcome: str,
+    *,
+    nodeid: str,
+    variant_id: str,
+    file: str,
+    duration: float = 0.0,
+    message: str | None = None,
+    **fields: Any,
+) -> Record:
+    """A ``result`` line: the one place its shape is spelled (the plugin's test and
+    collection results, a crashed or timed-out test's, pytest-xdist's lost worker's).
+
+    ``nodeid`` is what pytest accepts back; ``variant_id`` and ``file`` are the
+    identity results, resume and shards key on. ``fields`` are the variant's facts
+    and decision (``mode``, ``reason``, ``op``, ...) or the crash's (``signal``).
+    """
+    if outcome not in OUTCOMES:
+        raise ValueError(f"unknown outcome {outcome!r}; expected one of {', '.join(OUTCOMES)}")
+    return {
+        "kind": "result",
+        "nodeid": nodeid,
+        "variant_id": variant_id,
+        "file": file,
+        "outcome": outcome,
+        **fields,
+        "duration": round(duration, 4),
+        "message": message,
+        "time": time.time(),
+    }
 
 
 def state_dir(results: Path) -> Path:

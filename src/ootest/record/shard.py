@@ -19,6 +19,12 @@ from pathlib import Path
 from ootest.errors import UserError
 from ootest.record.results import CUT_SHORT, RunData
 
+__all__ = [
+    "ShardSpec",
+    "assign",
+    "durations_from",
+]
+
 
 @dataclass(frozen=True)
 class ShardSpec:

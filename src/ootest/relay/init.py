@@ -123,7 +123,7 @@ jobs:
           TORCH_SHA: ${{{{ needs.gate.outputs.sha }}}}
         run: |
           # An assignment fails the step when the command fails (echo "matrix=$(...)" would not).
-          matrix="$(ootest relay plan --sha "$TORCH_SHA" --suite "$OOTEST_CONFIG" --shards {shards})"
+          matrix="$(ootest relay matrix --sha "$TORCH_SHA" --suite "$OOTEST_CONFIG" --shards {shards})"
           echo "matrix=$matrix" >> "$GITHUB_OUTPUT"
       - name: restore the last trusted run's durations
         uses: {cache_restore}

@@ -1,6 +1,6 @@
 """Naming rules, one definition each: device names, commit SHAs, git refs.
 
-Used by the gate and its policy, ``ootest init``, ``relay plan`` and ``relay report``
+Used by the gate and its policy, ``ootest init``, ``relay matrix`` and ``relay report``
 (and by the config schema for ``relay.device``). Imports nothing but ``re``: safe to
 import from any layer, never pulls in torch.
 """
@@ -9,6 +9,19 @@ from __future__ import annotations
 
 import re
 from typing import TypeGuard
+
+__all__ = [
+    "DEVICE_NAME_PATTERN",
+    "DEVICE_NAME_RULE",
+    "REF_RULE",
+    "SAFE_REF_RULE",
+    "SHA_PATTERN",
+    "SHA_RULE",
+    "is_device_name",
+    "is_safe_ref",
+    "is_sha",
+    "ref_problem",
+]
 
 # Note [Device names]
 # The device name is the privateuse1 backend name: it goes into the label
@@ -30,7 +43,9 @@ def is_device_name(name: str) -> bool:
     return _DEVICE.fullmatch(name) is not None
 
 
-_SHA = re.compile(r"[0-9a-f]{40}")
+#: A full git commit SHA as the relay, the gate and PyTorch's nightly versions write it.
+SHA_PATTERN = "[0-9a-f]{40}"
+_SHA = re.compile(SHA_PATTERN)
 SHA_RULE = "a 40-character lowercase hex SHA"
 
 

@@ -24,7 +24,7 @@ from ootest.errors import UserError
 from ootest.relay import names
 
 API = "https://api.github.com"
-_NIGHTLY = re.compile(r"nightly release \(([0-9a-f]{40})\)")
+_NIGHTLY = re.compile(rf"nightly release \(({names.SHA_PATTERN})\)")
 
 
 class ResolveError(UserError):

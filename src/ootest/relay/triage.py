@@ -39,7 +39,6 @@ callback body stays small whatever the run.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ from typing import Any
 
 from ootest.errors import UserError
 from ootest.record.results import XPASSED_STRICT, Record, RunData, headline, read_records
+from ootest.relay import names
 from ootest.select.gather import reference_id
 from ootest.select.signature import signature
 
@@ -67,7 +67,6 @@ _PASS = frozenset({"passed", "xpassed", "xpassed_strict"})
 _FAIL = frozenset({"failed", "error", "crashed", "timeout", "xfailed"})
 #: Outcomes CRCR's test_results count as passed or skipped (see RunData.test_results).
 _NOT_FAILED = frozenset({"passed", "xfailed", "xpassed", "skipped"})
-_SHA = re.compile(r"[0-9a-f]{40}\Z")
 
 
 @dataclass
@@ -168,7 +167,7 @@ def upstream_ref(client_payload: Mapping[str, Any]) -> tuple[int | None, str | N
     pr = number if isinstance(number, int) and not isinstance(number, bool) else None
     head = obj(pr_obj.get("head"))
     for sha in (head.get("sha"), p.get("after"), p.get("head_sha")):
-        if isinstance(sha, str) and _SHA.match(sha):
+        if names.is_sha(sha):
             return pr, sha
     return pr, None
 

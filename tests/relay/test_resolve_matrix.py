@@ -12,7 +12,7 @@ import pytest
 
 from ootest.errors import UserError
 from ootest.relay import resolve as rv
-from ootest.relay.plan import plan
+from ootest.relay.matrix import combination_matrix
 from tests.conftest import ootest
 
 
@@ -128,8 +128,8 @@ def test_cli_resolve_landed(upstream, tmp_path: Path) -> None:  # type: ignore[n
     assert r.stdout.startswith(shas["pr12345"])
 
 
-def test_plan_matrix() -> None:
-    m = plan(
+def test_combination_matrix() -> None:
+    m = combination_matrix(
         "a" * 40,
         ["suites/view_ops.yaml", "suites/ufuncs.yaml"],
         shards=2,
@@ -143,11 +143,11 @@ def test_plan_matrix() -> None:
     assert sum(leg["primary"] for leg in legs) == 4
     assert {leg["shard"] for leg in legs} == {"1/2", "2/2"}
     with pytest.raises(UserError, match="40-character"):
-        plan("abc", ["a.yaml"])
+        combination_matrix("abc", ["a.yaml"])
 
 
-def test_cli_plan_is_json() -> None:
-    r = ootest("relay", "plan", "--sha", "b" * 40, "--suite", "x.yaml", "--shards", "3")
+def test_cli_matrix_is_json() -> None:
+    r = ootest("relay", "matrix", "--sha", "b" * 40, "--suite", "x.yaml", "--shards", "3")
     assert r.returncode == 0, r.stderr
     assert len(json.loads(r.stdout)["include"]) == 3
     assert sys.executable

@@ -17,10 +17,15 @@ from ootest.errors import UserError
 from ootest.relay import names
 from ootest.relay.limits import describe
 
+__all__ = [
+    "MAX_JOBS",
+    "combination_matrix",
+]
+
 MAX_JOBS = 256  # GitHub Actions runs at most 256 jobs from one matrix
 
 
-def plan(
+def combination_matrix(
     sha: str,
     suites: list[str],
     *,

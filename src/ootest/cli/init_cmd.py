@@ -1,0 +1,40 @@
+"""``ootest init``: write a CRCR GitHub Actions workflow and a starter config."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("init", help="write a CRCR GitHub Actions workflow and a starter config")
+    p.add_argument("--dir", default=".", help="repository root (default: .)")
+    p.add_argument("--device", required=True, help="backend name, e.g. spyre")
+    p.add_argument(
+        "--module", help="Python module that registers the backend (default: torch_<device>)"
+    )
+    p.add_argument("--shards", type=int, default=1)
+    p.add_argument(
+        "--runs-on",
+        metavar="LABEL,LABEL",
+        help="runner labels of the test job, where the hardware is (default: self-hosted,DEVICE)",
+    )
+    p.add_argument("--force", action="store_true", help="overwrite existing files")
+    p.set_defaults(func=init_cmd)
+
+
+def init_cmd(args: argparse.Namespace) -> int:
+    from ootest.relay.init import init
+
+    written = init(
+        Path(args.dir),
+        args.device,
+        args.module or "torch_" + args.device.replace("-", "_"),
+        max(1, args.shards),
+        args.force,
+        runs_on=args.runs_on,
+    )
+    for path in written:
+        print(f"wrote {path}")
+    return 0

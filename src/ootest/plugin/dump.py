@@ -1,0 +1,74 @@
+"""``--ootest-variants PATH``: every collected variant as one JSON line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ootest.plugin.keys import OUTCOME
+from ootest.plugin.variant import variant_from_item
+from ootest.record.results import Appender
+
+if TYPE_CHECKING:
+    from ootest.plugin._core import OotestPlugin
+
+__all__ = ["VariantDump"]
+
+
+class VariantDump:
+    """``--ootest-variants PATH``: every collected variant as one JSON line, with the
+    same IDs, facts and decisions the core plugin gives it (the repository memory
+    enumerates variants with it, test bodies never run), and every file that could
+    not be collected with its error."""
+
+    def __init__(self, path: Path, core: OotestPlugin) -> None:
+        self.path, self.core = path, core
+        self.out: Appender | None = None
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        if not hasattr(config, "workerinput"):  # the controller gets the workers' reports
+            self.path.unlink(missing_ok=True)
+            self.out = Appender(self.path)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.out is not None:
+            self.out.close()
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if self.out is None or not report.failed:
+            return
+        key = str(getattr(report, "ootest_file", None) or report.fspath)
+        message = str(report.longrepr)[-3000:]
+        self.out.write({"kind": "collect_error", "file": key, "message": message})
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        if self.out is None:
+            return
+        core = self.core
+        names = frozenset({core.device.name} if core.device else ())
+        for item in items:
+            v = variant_from_item(item, core.keys.key(item.path), names)
+            d = item.stash.get(OUTCOME, None)
+            self.out.write(
+                {
+                    "kind": "variant",
+                    "variant_id": v.variant_id,
+                    "nodeid": core.item_node_id(item),
+                    "file": v.file,
+                    "cls": v.cls,
+                    "method": v.method,
+                    "op": v.op,
+                    "op_name": v.op_name,
+                    "dtypes": list(v.dtypes),
+                    "module": v.module,
+                    "params": dict(v.params),
+                    "device_variant": v.device_variant,
+                    "mode": d.mode if d is not None else None,
+                    "reason": d.message if d is not None else None,
+                }
+            )

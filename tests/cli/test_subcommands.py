@@ -1,0 +1,38 @@
+"""Subcommand names: one name per thing, older spellings still accepted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import ootest
+
+
+def test_shard_matrix_under_both_spellings(tmp_path: Path) -> None:
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
+    (tmp_path / "suite.yaml").write_text("test_suite_config:\n  files: [{path: test_a.py}]\n")
+    new = ootest("shards", "suite.yaml", "--shards", "2", cwd=tmp_path)
+    old = ootest("plan", "suite.yaml", "--shards", "2", cwd=tmp_path)
+    assert new.returncode == 0, new.stderr
+    assert new.stdout == old.stdout
+    legs = json.loads(new.stdout)["include"]
+    assert [(leg["shard"], leg["job_name"]) for leg in legs] == [
+        ("1/2", "ootest suite (plain) shard 1 of 2"),
+        ("2/2", "ootest suite (plain) shard 2 of 2"),
+    ]
+
+
+def test_shards_below_one_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "suite.yaml").write_text("test_suite_config:\n  files: []\n")
+    r = ootest("shards", "suite.yaml", "--shards", "0", cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == "ootest: error: --shards: expected a number >= 1; found 0\n"
+
+
+def test_combination_matrix_under_both_spellings() -> None:
+    args = ["--sha", "c" * 40, "--suite", "x.yaml", "--shards", "2"]
+    new = ootest("relay", "matrix", *args)
+    old = ootest("relay", "plan", *args)
+    assert new.returncode == 0, new.stderr
+    assert new.stdout == old.stdout
+    assert len(json.loads(new.stdout)["include"]) == 2
