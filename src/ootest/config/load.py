@@ -38,7 +38,6 @@ from ootest.config.model import (
     GlobalCaps,
     RelayPolicy,
     Selectors,
-    TestEntry,
     TestSuiteConfig,
     set_private,
 )
