@@ -547,7 +547,7 @@ def test_fast_yaml_build_equals_pyyaml(
         loader.dispose()
     p = tmp_path / "c.yaml"
     p.write_text(text)
-    assert L._read_yaml(p)[0] == expected
+    assert L._read(p)[0] == expected
 
 
 def test_a_file_that_is_not_a_config_is_not_echoed(tmp_path: Path) -> None:
