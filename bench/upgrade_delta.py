@@ -30,6 +30,7 @@ Usage: python bench/upgrade_delta.py [--venv DIR] [--torch 2.14.0] [--profile fu
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -47,6 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROG = "upgrade_delta"
 # what torch.testing._internal and the emu build need besides ootest's own dependencies
 EXTRA_DEPS = ("ninja", "numpy", "expecttest")
+DEVICE_TYPES = ("privateuse1", "emu")
 FREE_GB_FOR_TORCH = 8  # the CUDA wheel and its nvidia packages: about 5.5 GB installed
 
 
@@ -96,7 +98,10 @@ def ensure_env(venv: Path, version: str) -> Path:
     python = venv / "bin" / "python"
     fix = f"remove {venv} and run again, or pass --venv DIR"
     if not python.exists():
-        venv.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            venv.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            fail(f"{venv}: cannot create its folder ({e.strerror}); pass --venv DIR elsewhere")
         free_gb = shutil.disk_usage(venv.parent).free / 1e9
         if free_gb < FREE_GB_FOR_TORCH:
             fail(
@@ -142,13 +147,32 @@ def build(python: Path, roots: list[Path], db: Path, profile: str, jobs: int) ->
 
 
 def entries(db: Path) -> dict[tuple[str, str], tuple[str, str]]:
-    """(database, name) -> (type, fingerprint) of every indexed entry."""
+    """(database, name) -> (fingerprint, device-scoped digest) of every indexed entry.
+
+    The fingerprint covers every public attribute, the dtype lists of every device
+    type included. The device-scoped digest keeps what a privateuse1 device's
+    variants can see (as the issue's crude measure did): the sample-input source,
+    the device-independent dtype lists (``dtypes``, ``backward_dtypes``, ...) and
+    ``dtypesIf`` for privateuse1/emu, and the skips and DecorateInfo entries for
+    any device type or for privateuse1/emu.
+    """
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        rows = con.execute("SELECT db, name, type, fingerprint FROM entries").fetchall()
+        rows = con.execute("SELECT db, name, fingerprint, dtypes, sample, decorators FROM entries")
+        out = {}
+        for d, n, fp, dtypes, sample, decorators in rows:
+            dt = {k: v for k, v in json.loads(dtypes).items() if "If" not in k}
+            dt["dtypesIf"] = {
+                k: v for k, v in json.loads(dtypes).get("dtypesIf", {}).items() if k in DEVICE_TYPES
+            }
+            decs = [
+                x for x in json.loads(decorators) if x.get("device_type") in (None, *DEVICE_TYPES)
+            ]
+            scoped = json.dumps([dt, sample, decs], sort_keys=True)
+            out[(d, n)] = (fp, hashlib.sha256(scoped.encode()).hexdigest())
+        return out
     finally:
         con.close()
-    return {(d, n): (t, fp) for d, n, t, fp in rows}
 
 
 def variant_ids(db: Path) -> set[str]:
@@ -163,27 +187,27 @@ def entry_table(
     old: dict[tuple[str, str], tuple[str, str]], new: dict[tuple[str, str], tuple[str, str]]
 ) -> None:
     dbs = sorted({d for d, _ in old} | {d for d, _ in new})
-    print(f"  {'database':<62} {'old':>5} {'new':>5} {'changed':>8} {'added':>6} {'removed':>8}")
+    print(f"  {'database':<50} {'old':>5} {'new':>5} {'changed':>8} {'scoped':>7} {'added':>6} "
+          f"{'removed':>8}")  # fmt: skip
     tot = Counter[str]()
     for d in dbs:
-        o = {n: fp for (dd, n), (_, fp) in old.items() if dd == d}
-        n = {nn: fp for (dd, nn), (_, fp) in new.items() if dd == d}
+        o = {n: v for (dd, n), v in old.items() if dd == d}
+        n = {nn: v for (dd, nn), v in new.items() if dd == d}
+        both = o.keys() & n.keys()
         row = Counter(
             old=len(o),
             new=len(n),
-            changed=sum(1 for k in o.keys() & n.keys() if o[k] != n[k]),
+            changed=sum(1 for k in both if o[k][0] != n[k][0]),
+            scoped=sum(1 for k in both if o[k][1] != n[k][1]),
             added=len(n.keys() - o.keys()),
             removed=len(o.keys() - n.keys()),
         )
         tot.update(row)
-        print(
-            f"  {d:<62} {row['old']:>5} {row['new']:>5} {row['changed']:>8} "
-            f"{row['added']:>6} {row['removed']:>8}"
-        )
-    print(
-        f"  {'all':<62} {tot['old']:>5} {tot['new']:>5} {tot['changed']:>8} "
-        f"{tot['added']:>6} {tot['removed']:>8}"
-    )
+        print(f"  {d.rpartition('.')[2]:<50} {row['old']:>5} {row['new']:>5} {row['changed']:>8} "
+              f"{row['scoped']:>7} {row['added']:>6} {row['removed']:>8}")  # fmt: skip
+    print(f"  {'all':<50} {tot['old']:>5} {tot['new']:>5} {tot['changed']:>8} {tot['scoped']:>7} "
+          f"{tot['added']:>6} {tot['removed']:>8}")  # fmt: skip
+    print("  (changed: the entry fingerprint; scoped: the device-scoped digest, see entries())")
 
 
 def config_name(vid: str) -> str:
@@ -243,12 +267,6 @@ def main() -> int:
     old_v = torch_version(old_py)
     if old_v is None:
         fail(f"{old_py}: torch is not importable; run this script with the dev venv's python")
-    new_py = ensure_env(args.venv, args.torch)
-    new_v = torch_version(new_py)
-    if new_v == old_v:
-        fail(f"both interpreters have torch {old_v}; run with the dev venv (torch 2.13.0)")
-    print(f"old: torch {old_v} ({old_py})\nnew: torch {new_v} ({new_py})")
-
     roots = [ROOT / "examples" / "suite"]
     files = {f"examples/suite/{f.name}": f for f in sorted(roots[0].glob("test_*.py"))}
     torch_root = os.environ.get("TORCH_ROOT")
@@ -259,6 +277,12 @@ def main() -> int:
         roots.append(upstream)
         for f in sorted(upstream.rglob("test_*.py")):
             files[f.relative_to(upstream.parent).as_posix()] = f
+    new_py = ensure_env(args.venv, args.torch)
+    new_v = torch_version(new_py)
+    if new_v == old_v:
+        fail(f"both interpreters have torch {old_v}; run with the dev venv (torch 2.13.0)")
+    print(f"old: torch {old_v} ({old_py})\nnew: torch {new_v} ({new_py})")
+
     print(f"test tree: {len(files)} files under {', '.join(str(r) for r in roots)}")
 
     base = args.keep or Path(tempfile.mkdtemp(prefix="ootest-upgrade-"))
@@ -272,7 +296,11 @@ def main() -> int:
         build(pys[side], roots, dbs[side], args.profile, args.jobs)
 
     print(f"OpInfo/ModuleInfo entries, torch {old_v} -> {new_v}:")
-    entry_table(entries(dbs["old"]), entries(dbs["new"]))
+    old_e, new_e = entries(dbs["old"]), entries(dbs["new"])
+    entry_table(old_e, new_e)
+    scoped_changed = {
+        n for (d, n), v in old_e.items() if (d, n) not in new_e or new_e[(d, n)][1] != v[1]
+    } | {n for k, n in new_e if (k, n) not in old_e}
 
     out, _ = sh(
         [
@@ -364,11 +392,25 @@ def main() -> int:
         "of them are in the delta"
     )
     hit = delta & changed
+    # the delta a device-scoped entry fingerprint would give: a variant modified only
+    # through entries whose device-scoped digest is unchanged drops out
+    scoped_delta = added | removed
+    for v, rs in modified.items():
+        if any(r.split(":", 1)[0] not in ("opinfo", "moduleinfo") for r in rs) or any(
+            r.split(":", 1)[1] in scoped_changed for r in rs
+        ):
+            scoped_delta.add(v)
     ran = old_o.keys() | new_o.keys()
     print(
         f"  the delta: {len(hit)} of {len(delta)} variants changed outcome "
         f"({len(hit) / len(delta) if delta else 0.0:.1%}); the complement: "
         f"{len(missed)} of {len(ran - delta)}"
+    )
+    s_missed = changed - scoped_delta
+    print(
+        f"  with a device-scoped entry fingerprint (estimated from the entries' digests): "
+        f"a delta of {len(scoped_delta)}, {len(hit & scoped_delta)} of them changed outcome, "
+        f"recall {len(changed) - len(s_missed)}/{len(changed)}"
     )
     by_kind: Counter[str] = Counter()
     for v in hit:
