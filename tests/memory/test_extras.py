@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
+import os
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,7 +23,7 @@ from ootest.memory import (
     query_index,
     summarize_tests,
 )
-from tests.conftest import ootest
+from tests.conftest import ootest, run
 from tests.memory.trees import write_plain
 
 VOCAB = ["helper", "kumquat", "assert", "test", "many", "b1", "b2", "one"]
@@ -70,22 +73,139 @@ def test_query_fuses_embeddings(index: Path) -> None:
 
 
 def test_asking_for_embeddings_without_the_extra_is_one_clear_error(index: Path) -> None:
-    try:
-        import fastembed  # noqa: F401
-    except ImportError:
-        pass
-    else:
+    if importlib.util.find_spec("wordllama") is not None:
         pytest.skip("the embed extra is installed here")
     r = ootest("index", "embed", "--db", str(index))
     assert r.returncode == 2
     assert r.stderr.strip() == (
         "ootest: error: embeddings need the optional 'embed' extra: pip install 'ootest[embed]' "
-        "(installs fastembed; the model's weights download on first use of 'ootest index embed')"
+        "(installs wordllama, whose wheel ships the model's weights)"
     )
     with pytest.raises(UserError, match="the index has no embeddings"):
         query_index(index, "x", embed=True)
     # by default, a query without embeddings simply uses what the index has
     assert query_index(index, "kumquat")[0].found_by == ["bm25"]
+
+
+# A stand-in for the wordllama wheel: its layout (weights/<config>_<dim>.safetensors,
+# tokenizers/<config>_tokenizer_config.json) and how WordLlama.load resolves files
+# (weights in the package, the tokenizer under <cache_dir>/tokenizers/, else a
+# download unless disable_download). Its import configures logging, as the real
+# one's does. Vectors: bag of words over VOCAB.
+STAND_IN = f"""
+import logging
+from pathlib import Path
+
+logging.basicConfig(level=logging.INFO)
+_HERE = Path(__file__).parent
+VOCAB = {VOCAB!r}
+
+
+class _Model:
+    def embed(self, texts, norm=False):
+        import re
+        return [[re.findall(r"[a-z0-9]+", t.lower()).count(w) + 0.01 for w in VOCAB]
+                for t in texts]
+
+
+class WordLlama:
+    @classmethod
+    def load(cls, config="l2_supercat", dim=256, cache_dir=None, disable_download=False):
+        cache = Path(cache_dir) if cache_dir else Path.home() / ".cache" / "wordllama"
+        files = (_HERE / "weights" / f"{{config}}_{{dim}}.safetensors",
+                 cache / "tokenizers" / f"{{config}}_tokenizer_config.json")
+        if not all(f.exists() for f in files):
+            if disable_download:
+                raise FileNotFoundError(f"{{files}} not found and downloads are disabled")
+            raise RuntimeError("the stand-in was asked to download")
+        return _Model()
+"""
+
+
+@pytest.fixture
+def stand_in(tmp_path: Path) -> dict[str, str]:
+    pkg = tmp_path / "site" / "wordllama"
+    (pkg / "weights").mkdir(parents=True)
+    (pkg / "tokenizers").mkdir()
+    (pkg / "__init__.py").write_text(STAND_IN)
+    (pkg / "weights" / "l2_supercat_256.safetensors").write_bytes(b"")
+    (pkg / "weights" / "l2_supercat_256_binary.safetensors").write_bytes(b"")
+    (pkg / "tokenizers" / "l2_supercat_tokenizer_config.json").write_text("{}")
+    path = os.pathsep.join(p for p in (str(pkg.parent), os.environ.get("PYTHONPATH")) if p)
+    return {"PYTHONPATH": path}
+
+
+def test_the_extra_loads_the_model_its_wheel_ships(index: Path, stand_in: dict[str, str]) -> None:
+    r = ootest("index", "embed", "--db", str(index), env=stand_in)
+    assert (r.returncode, r.stdout) == (0, "embedded 4 tests, 0 unchanged, 0 dropped\n"), r.stderr
+    r = ootest("index", "query", "kumquat", "--embed", "--json", "--db", str(index), env=stand_in)
+    assert r.returncode == 0, r.stderr
+    first = json.loads(r.stdout)[0]
+    assert (first["key"], first["found_by"]) == (
+        "tests/test_a.py::TestPlain::test_one",
+        ["bm25", "embedding"],
+    )
+
+
+def test_a_model_the_wheel_does_not_ship_is_never_downloaded(
+    index: Path, stand_in: dict[str, str]
+) -> None:
+    r = ootest("index", "embed", "--db", str(index), "--model", "wordllama/l3_supercat_512",
+               env=stand_in)  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.strip() == (
+        "ootest: error: embedding model 'wordllama/l3_supercat_512' is not shipped in the "
+        "installed wordllama wheel (models are never downloaded); expected one of: "
+        "wordllama/l2_supercat_256"
+    )
+
+
+def test_loading_the_extra_leaves_logging_as_it_was(stand_in: dict[str, str]) -> None:
+    code = (
+        "import logging\n"
+        "from ootest.memory._embed import load_embedder\n"
+        "embed = load_embedder()\n"
+        "root = logging.getLogger()\n"
+        "print(len(root.handlers), logging.getLevelName(root.level), len(embed(['a kumquat'])[0]))"
+    )
+    r = run([sys.executable, "-c", code], env=stand_in)
+    assert (r.returncode, r.stdout) == (0, f"0 WARNING {len(VOCAB)}\n"), r.stderr
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("wordllama") is None, reason="the embed extra is not installed"
+)
+def test_the_shipped_model_finds_what_bm25_does_not(tmp_path: Path) -> None:
+    """The real model (only where the extra is installed; never in CI)."""
+    root = tmp_path / "tests"
+    root.mkdir()
+    (root / "test_real.py").write_text(REAL)
+    db = tmp_path / "memory.db"
+    build_index(BuildOptions(roots=(root,), db=db, torch_db=False, variants=False))
+    assert embed_tests(db).embedded == 3
+    for text, test in (
+        ("cumulative", "test_cumsum"),
+        ("order from largest to smallest", "test_sort_descending"),
+    ):
+        assert query_index(db, text, embed=False) == []
+        first = query_index(db, text, embed=True)[0]
+        assert (first.key, first.found_by) == (f"tests/test_real.py::{test}", ["embedding"])
+
+
+REAL = '''
+def test_cuda_streams():
+    """The current stream exists."""
+    assert torch.cuda.current_stream() is not None
+
+
+def test_cumsum():
+    """Running totals of a range."""
+    assert list(itertools.accumulate(range(4))) == [0, 1, 3, 6]
+
+
+def test_sort_descending():
+    assert sorted([2, 3, 1], reverse=True) == [3, 2, 1]
+'''
 
 
 class FakeLLM:

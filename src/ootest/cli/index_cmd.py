@@ -105,9 +105,11 @@ def add_parser(sub: Any) -> None:
 
     e = isub.add_parser(
         "embed",
-        help="embed test texts (extra 'ootest[embed]'; downloads the model on first use)",
+        help="embed test texts (extra 'ootest[embed]': a model shipped in its wheel)",
     )
-    e.add_argument("--model", default=None, metavar="NAME", help="fastembed model name")
+    e.add_argument(
+        "--model", default=None, metavar="NAME", help="default wordllama/l2_supercat_256"
+    )
     _db_option(e)
     e.set_defaults(func=embed)
 

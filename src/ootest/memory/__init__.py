@@ -123,7 +123,7 @@ def query_index(
                 raise UserError(f"{db}: the index has no embeddings; run 'ootest index embed'")
             if present:
                 try:
-                    embedder = load_embedder(model, allow_download=False)
+                    embedder = load_embedder(model)
                 except UserError:
                     if embed:
                         raise
@@ -135,14 +135,14 @@ def query_index(
 def embed_tests(
     db: Path, model: str | None = None, embedder: Embedder | None = None
 ) -> EmbedReport:
-    """Embed the tests whose text changed (downloads the model on first use unless
-    ``embedder`` is given)."""
+    """Embed the tests whose text changed (with the model the ``embed`` extra ships,
+    unless ``embedder`` is given)."""
     from ootest.memory._embed import DEFAULT_MODEL, embed_index, load_embedder
     from ootest.memory._store import connect, write_meta
 
     name = model or DEFAULT_MODEL
     connect(db).close()  # fail early on a bad --db, before a model loads
-    fn = embedder or load_embedder(name, allow_download=True)
+    fn = embedder or load_embedder(name)
     rep = embed_index(db, fn, name)
     con = connect(db)
     try:

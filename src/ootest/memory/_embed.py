@@ -1,14 +1,18 @@
 """Optional embeddings of test documents (off by default; extra ``ootest[embed]``).
 
-Nothing is downloaded unless the user asks for embeddings explicitly
-(``ootest index embed``, or ``--embed`` on ``query`` with the model's weights
-already cached). Vectors are cached per (test, model) by the digest of the text
+Note [Embedding weights ship in the wheel]: the model is WordLlama's
+``l2_supercat_256`` (static token embeddings, mean-pooled, 256 dimensions), whose
+weights and tokenizer lie inside the ``wordllama`` wheel itself: installing the
+extra from the package registry is all it takes, and nothing downloads weights at
+run time (``disable_download=True``; a model the wheel does not ship is an error,
+never a fetch). Vectors are cached per (test, model) by the digest of the text
 embedded: only tests whose text changed are embedded again. The embedder is
 injectable (any ``texts -> vectors`` callable), so tests need no model.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import sqlite3
 from array import array
@@ -22,30 +26,50 @@ from ootest.memory._hashing import digest_text
 from ootest.memory._store import connect
 
 Embedder = Callable[[Sequence[str]], list[list[float]]]
-DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
+# Stored with every vector: another library or model never mixes with these.
+DEFAULT_MODEL = "wordllama/l2_supercat_256"
+_PREFIX = "wordllama/"
 _BATCH = 64
 
 
-def load_embedder(model: str = DEFAULT_MODEL, *, allow_download: bool) -> Embedder:
-    """A fastembed model; UserError when the ``embed`` extra is not installed."""
+def load_embedder(model: str = DEFAULT_MODEL) -> Embedder:
+    """A WordLlama model shipped in its wheel; UserError when the ``embed`` extra
+    is not installed or the wheel does not ship ``model``."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     try:
-        from fastembed import TextEmbedding
+        import wordllama
+        from wordllama import WordLlama
     except ImportError:
         raise UserError(
             "embeddings need the optional 'embed' extra: pip install 'ootest[embed]' "
-            "(installs fastembed; the model's weights download on first use of "
-            "'ootest index embed')"
+            "(installs wordllama, whose wheel ships the model's weights)"
         ) from None
-    # Without allow_download, only weights already in fastembed's cache may load.
-    offline: dict[str, Any] = {} if allow_download else {"local_files_only": True}
+    finally:
+        # wordllama's inference module calls logging.basicConfig() at import: undo
+        # it, so that importing the extra leaves the process's logging as it was.
+        root.handlers[:], root.level = handlers, level
+    package = Path(wordllama.__file__).parent
+    # weights/<config>_<dim>.safetensors (a "_binary" file is another format)
+    weights = (package / "weights").glob("*_[0-9]*.safetensors")
+    shipped = sorted(f"{_PREFIX}{w.stem}" for w in weights if w.stem.rpartition("_")[2].isdigit())
+    if model not in shipped:
+        raise UserError(
+            f"embedding model {model!r} is not shipped in the installed wordllama wheel "
+            f"(models are never downloaded); expected one of: {', '.join(shipped) or 'none'}"
+        )
+    config, _, dim = model.removeprefix(_PREFIX).rpartition("_")
     try:
-        emb: Any = TextEmbedding(model_name=model, **offline)
-    except Exception as e:  # fastembed raises plain exceptions for unknown/missing models
-        how = "" if allow_download else " (not downloaded yet: run 'ootest index embed' first)"
-        raise UserError(f"embedding model {model!r} cannot be loaded{how}: {e}") from None
+        # cache_dir=the package folder: WordLlama looks for the tokenizer under
+        # <cache_dir>/tokenizers/, which is where the wheel puts it.
+        wl: Any = WordLlama.load(
+            config=config, dim=int(dim), cache_dir=package, disable_download=True
+        )
+    except Exception as e:  # wordllama raises plain exceptions for missing or broken files
+        raise UserError(f"embedding model {model!r} cannot be loaded from {package}: {e}") from None
 
     def embed(texts: Sequence[str]) -> list[list[float]]:
-        return [[float(x) for x in v] for v in emb.embed(list(texts))]
+        return [[float(x) for x in v] for v in wl.embed(list(texts), norm=True)]
 
     return embed
 

@@ -388,7 +388,12 @@ def build_location() -> tuple[str, Path]:
     """The extension's module name and build folder for this source and torch."""
     import torch
 
-    key = hashlib.sha256(_SOURCE.read_bytes() + torch.__version__.encode()).hexdigest()[:16]
+    # One build per torch build and Python ABI: two environments side by side (say
+    # torch 2.13.0+cpu and 2.14.0+cu130, as bench/upgrade_delta.py runs them) each
+    # get their own, and two builds of one version string (a source build, another
+    # Python) never load each other's extension.
+    build_id = f"{torch.__version__} {torch.version.git_version} {sys.implementation.cache_tag}"
+    key = hashlib.sha256(_SOURCE.read_bytes() + build_id.encode()).hexdigest()[:16]
     return f"ootest_emu_{key}", cache_dir() / "emu" / f"torch-{torch.__version__}-{key}"
 
 
