@@ -52,6 +52,7 @@ from ootest.record.results import (
     XPASSED_STRICT,
     Appender,
     RunData,
+    finished_files,
     read_records,
     state_dir,
 )
@@ -164,6 +165,8 @@ class OotestPlugin:
     _decided: list[pytest.Item] = field(default_factory=list)  # items with stashed records
     op_marks: dict[str, tuple[str, ...]] | None = None  # variant ID -> aten__ marks (--ootest-ops)
     selection: Selection | None = None  # the config's selectors (Note [Selectors])
+    run_id: str | None = None  # the 'ootest run' this session belongs to
+    started: str = "fresh"  # or "forked" from the fork server (Note [Fork server])
 
     # ------------------------------------------------------------------ setup
     @classmethod
@@ -227,6 +230,9 @@ class OotestPlugin:
             results_path=Path(results) if results else None,
             timeout=float(timeout) if timeout else None,
             state_dir=Path(state) if state else None,
+            # not for grandchildren (pytest-xdist workers): they are started afresh
+            run_id=os.environ.get("OOTEST_RUN_ID"),
+            started=os.environ.pop("OOTEST_STARTED", "fresh"),
         )
         ops_db, given_by = getattr(ns, "ootest_ops", None), "--ootest-ops"
         if not ops_db and plan is not None and plan.op_map:
@@ -250,7 +256,7 @@ class OotestPlugin:
             from ootest.plugin.opcapture import OpCapture
 
             config.pluginmanager.register(OpCapture(Path(capture), plugin), "ootest-ops-capture")
-        selector = Selector.create(ns, keys)
+        selector = Selector.create(ns, keys, plugin.run_id)
         if selector is not None:
             config.pluginmanager.register(selector, "ootest-selector")
         return plugin
@@ -612,15 +618,24 @@ class OotestPlugin:
                     "time": now,
                 }
             )
-        for origin, name in self.stale_patterns():
-            self._out.write({"kind": "stale", "origin": origin, "name": name, "time": now})
+        selector = self.config.pluginmanager.get_plugin("ootest-selector")
+        if not (isinstance(selector, Selector) and selector.skipped):
+            # A session that left finished files out cannot tell a stale name from one
+            # that matched only there; the session that collected them said it.
+            for origin, name in self.stale_patterns():
+                self._out.write({"kind": "stale", "origin": origin, "name": name, "time": now})
+        files = Counter(dict.fromkeys(self.stats, 0))
+        files.update(_file_key(item, self.keys) for item in session.items)
         self._out.write(
             {
                 "kind": "session",
                 "selected": len(session.items),
+                "files": dict(files),
                 "plan": {"reused": self.reused, "computed": self.computed},
                 "worker": self.worker,
                 "pid": os.getpid(),
+                "run": self.run_id,
+                "started": self.started,
                 "time": now,
             }
         )
@@ -910,37 +925,58 @@ class Selector:
         shard: ShardSpec | None,
         durations: Any,
         keys: FileKeys,
+        finished_files: set[str] | None = None,
     ) -> None:
         self.done = done
         self.crashed_files = crashed_files
+        self.finished_files = finished_files or set()
         self.shard = shard
         self.durations = durations
         self.keys = keys
+        self.skipped: list[str] = []  # file keys not collected in this session
 
     @classmethod
-    def create(cls, ns: Any, keys: FileKeys) -> Selector | None:
+    def create(cls, ns: Any, keys: FileKeys, run: str | None = None) -> Selector | None:
         resume = getattr(ns, "ootest_resume", None)
         shard_text = getattr(ns, "ootest_shard", None)
         if not resume and not shard_text:
             return None
         done: set[str] = set()
         crashed: set[str] = set()
+        finished: set[str] = set()
         if resume:
-            data = RunData.from_records(read_records(Path(resume)))
+            records = read_records(Path(resume))
+            data = RunData.from_records(records)
             for key, rec in data.results.items():
                 if rec.get("phase") == "collect":
                     if rec.get("outcome") in (CRASHED, TIMEOUT):
                         crashed.add(str(rec.get("file")))
                 else:
                     done.add(key)
+            if run:
+                finished = finished_files(records, run)
         shard = ShardSpec.parse(shard_text) if shard_text else None
         paths = [Path(p) for p in getattr(ns, "ootest_durations", None) or []]
-        return cls(done, crashed, shard, durations_from(paths) if shard else {}, keys)
+        durations = durations_from(paths) if shard else {}
+        return cls(done, crashed, shard, durations, keys, finished)
 
-    def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
-        if self.crashed_files and collection_path.suffix == ".py":
-            if self.keys.key(collection_path) in self.crashed_files:
-                return True  # its collection crashed the process last time
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pycollect_makemodule(
+        self, module_path: Path, parent: pytest.Collector
+    ) -> pytest.Collector | None:
+        # Here rather than in pytest_ignore_collect, which pytest does not ask about
+        # the files given on its command line (the config's files are).
+        if not (self.crashed_files or self.finished_files):
+            return None
+        key = self.keys.key(module_path)
+        config = parent.config
+        serial = not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") == "no"
+        # its collection crashed the process last time; or every test it has is done
+        # (Note [Restarts skip finished files]; under pytest-xdist every worker must
+        # collect the same tests, so there the files are collected and deselected)
+        if key in self.crashed_files or (serial and key in self.finished_files):
+            self.skipped.append(key)
+            return NotCollected.from_parent(parent, path=module_path)
         return None
 
     @pytest.hookimpl(trylast=True)
@@ -959,6 +995,18 @@ class Selector:
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
+
+
+class NotCollected(pytest.File):
+    """A test file this session leaves out (see :meth:`Selector.pytest_pycollect_makemodule`)."""
+
+    def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
+        return []
+
+
+def _file_key(item: pytest.Item, keys: FileKeys) -> str:
+    facts = item.stash.get(FACTS, None)
+    return facts.file if facts is not None else keys.key(item.path)
 
 
 def _variant_id(item: pytest.Item) -> str:
