@@ -360,3 +360,21 @@ def test_a_fork_server_that_dies_is_replaced_by_fresh_processes(tmp_path: Path) 
     assert [s["started"] for s in sessions] == ["forked", "forked", "forked", "fresh"]
     assert "recovered by restarting pytest (fresh processes)" in r.stdout
     assert "fork server: stopped (it exited)" in r.stdout
+
+
+def test_a_file_whose_import_crashes_is_recorded_and_left_out_of_restarts(tmp_path: Path) -> None:
+    (tmp_path / "test_crash_a.py").write_text("import os, signal\nos.kill(os.getpid(), 11)\n")
+    (tmp_path / "test_crash_b.py").write_text("def test_b1():\n    pass\n")
+    (tmp_path / "cfg.yaml").write_text(TWO_FILES)
+    r = ootest("run", "cfg.yaml", cwd=tmp_path)
+    # the run goes on past the file (it used to stop: the restart imported it again)
+    assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]  # the guard: nothing collected
+    assert "test_crash_a.py: collected nothing" in r.stdout
+    by = {str(x["file"]): x for x in results(tmp_path / ".ootest" / "results.jsonl")}
+    crashed = by["test_crash_a.py"]
+    assert (crashed["outcome"], crashed["phase"], crashed["signal"]) == (
+        "crashed",
+        "collect",
+        "SIGSEGV",
+    )
+    assert by["test_crash_b.py"]["outcome"] == "passed"
