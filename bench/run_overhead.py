@@ -110,7 +110,9 @@ def main() -> None:
                 f"lost per crash {lost[mode]:5.2f} s"
             )
         forked, fresh = lost["forked (default)"], lost["fresh (--fork off)"]
-        print(f"  per-crash cost, forked / fresh     {forked / fresh:7.3f}   (target <= 1.5 s)")
+        print(
+            f"  per crash, forked / fresh          {forked / fresh:7.3f}x (target: forked <= 1.5 s)"
+        )
         code = "import time; t=time.perf_counter(); import torch; print(time.perf_counter()-t)"
         out = subprocess.run([py, "-c", code], capture_output=True, text=True, check=True)
         print(f"  (for scale: import torch           {float(out.stdout):7.2f} s)")
