@@ -6,11 +6,14 @@
    supervision), run alternately in this one command; best of --repeat.
    Target: ratio <= 1.10.
 2. Seconds lost per crash: an upstream-style emu file with 20 tests, run once
-   with one test that segfaults in the middle and once with that test passing.
-   The difference is what the restart costs (a new pytest process: torch import,
-   emu load, collection).
+   with --crashes of them segfaulting and once with them passing; the
+   difference divided by the crashes is what one restart costs. Measured with
+   the fork server (the default, Note [Fork server]: pytest forked from a
+   process that imported torch and loaded emu once) and with ``--fork off`` (a
+   fresh pytest process per restart: torch import, emu load, collection),
+   alternately in this one command. Target: <= 1.5 s per crash.
 
-Usage: .venv/bin/python bench/run_overhead.py [--repeat N]
+Usage: .venv/bin/python bench/run_overhead.py [--repeat N] [--crashes K] [--only-crash]
 """
 
 from __future__ import annotations
@@ -52,10 +55,12 @@ def timed(cmd: list[str], cwd: Path) -> float:
     return time.perf_counter() - t
 
 
-def crash_suite(d: Path, crash: bool) -> Path:
+def crash_suite(d: Path, crashes: int) -> Path:
+    """20 tests, ``crashes`` of them (spread out, the first at test 11) segfaulting."""
+    crashing = {(10 + 20 * k // max(crashes, 1)) % 20 for k in range(crashes)}
     tests = []
     for i in range(20):
-        body = "os.kill(os.getpid(), signal.SIGSEGV)" if crash and i == 10 else "pass"
+        body = "os.kill(os.getpid(), signal.SIGSEGV)" if i in crashing else "pass"
         tests.append(
             f"    def test_{i:02d}(self, device):\n"
             f"        x = torch.ones(4, device=device)\n"
@@ -74,38 +79,58 @@ def crash_suite(d: Path, crash: bool) -> Path:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--crashes", type=int, default=5, help="crashing tests of the 20")
+    ap.add_argument("--only-crash", action="store_true", help="skip the example-suite part")
     args = ap.parse_args()
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        plain = [py, "-m", "pytest", *FILES, "--ootest-config", str(CONFIG), "-q"]
-        plain += ["-p", "no:cacheprovider"]
-        ootest = [py, "-m", "ootest.cli", "run", str(CONFIG), "--timeout", "120", "-q"]
-        timed(plain, work)  # warm the emu build cache and the page cache
-        a, b = [], []
-        for _ in range(args.repeat):
-            a.append(timed(plain, work))
-            b.append(timed(ootest, work))
-        print("example suite on emu (59 tests), best of", args.repeat)
-        print(f"  pytest + plugin (no supervision)   {min(a):7.2f} s")
-        print(f"  ootest run (isolation + reports)   {min(b):7.2f} s")
-        print(f"  ratio                              {min(b) / min(a):7.3f}   (target <= 1.10)")
-
+        if not args.only_crash:
+            example_suite(py, work, args.repeat)
         ok_dir, crash_dir = work / "ok", work / "crash"
         ok_dir.mkdir()
         crash_dir.mkdir()
-        ok_cfg, crash_cfg = crash_suite(ok_dir, False), crash_suite(crash_dir, True)
-        c, d = [], []
+        ok_cfg, crash_cfg = crash_suite(ok_dir, 0), crash_suite(crash_dir, args.crashes)
+        modes = {"forked (default)": [], "fresh (--fork off)": ["--fork", "off"]}
+        times: dict[tuple[str, str], list[float]] = {}
+        run = [py, "-m", "ootest.cli", "run"]
+        timed([*run, str(ok_cfg), "-q"], ok_dir)  # warm the emu build and the page cache
         for _ in range(args.repeat):
-            c.append(timed([py, "-m", "ootest.cli", "run", str(ok_cfg), "-q"], ok_dir))
-            d.append(timed([py, "-m", "ootest.cli", "run", str(crash_cfg), "-q"], crash_dir))
-        print("20 emu tests, best of", args.repeat)
-        print(f"  no crash                           {min(c):7.2f} s")
-        print(f"  one SIGSEGV at test 11             {min(d):7.2f} s")
-        print(f"  seconds lost per crash             {min(d) - min(c):7.2f} s")
+            for mode, extra in modes.items():
+                for kind, cfg, d in (("ok", ok_cfg, ok_dir), ("crash", crash_cfg, crash_dir)):
+                    t = timed([*run, str(cfg), "-q", *extra], d)
+                    times.setdefault((mode, kind), []).append(t)
+        print(f"20 emu tests, {args.crashes} of them SIGSEGV, best of {args.repeat}")
+        lost: dict[str, float] = {}
+        for mode in modes:
+            ok, bad = min(times[(mode, "ok")]), min(times[(mode, "crash")])
+            lost[mode] = (bad - ok) / args.crashes
+            print(
+                f"  {mode:20} no crash {ok:6.2f} s  crashes {bad:6.2f} s  "
+                f"lost per crash {lost[mode]:5.2f} s"
+            )
+        forked, fresh = lost["forked (default)"], lost["fresh (--fork off)"]
+        print(
+            f"  per crash, forked / fresh          {forked / fresh:7.3f}x (target: forked <= 1.5 s)"
+        )
         code = "import time; t=time.perf_counter(); import torch; print(time.perf_counter()-t)"
         out = subprocess.run([py, "-c", code], capture_output=True, text=True, check=True)
         print(f"  (for scale: import torch           {float(out.stdout):7.2f} s)")
+
+
+def example_suite(py: str, work: Path, repeat: int) -> None:
+    plain = [py, "-m", "pytest", *FILES, "--ootest-config", str(CONFIG), "-q"]
+    plain += ["-p", "no:cacheprovider"]
+    ootest = [py, "-m", "ootest.cli", "run", str(CONFIG), "--timeout", "120", "-q"]
+    timed(plain, work)  # warm the emu build cache and the page cache
+    a, b = [], []
+    for _ in range(repeat):
+        a.append(timed(plain, work))
+        b.append(timed(ootest, work))
+    print("example suite on emu (59 tests), best of", repeat)
+    print(f"  pytest + plugin (no supervision)   {min(a):7.2f} s")
+    print(f"  ootest run (isolation + reports)   {min(b):7.2f} s")
+    print(f"  ratio                              {min(b) / min(a):7.3f}   (target <= 1.10)")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,11 @@ free of PyYAML, pydantic and torch; see ``tests/test_public_api.py``.
 - errors: :class:`OotestError` > :class:`UserError` > :class:`ConfigError`,
   :class:`DeviceError`, each :class:`Problem` of a config located by file, line
   and key path.
+
+PYTEST_DONT_REWRITE: a pytest forked from the fork server (Note [Fork server] in
+``ootest.runner.forkserver``) finds this package imported before pytest could
+mark it for assertion rewriting; this tells pytest not to warn about it. The
+marker acts on this module only, which has no asserts.
 """
 
 from __future__ import annotations

@@ -391,3 +391,97 @@ def test_injection_lasts_one_session(tmp_path: Path) -> None:
     assert injected <= set(first)
     assert not injected & set(second)
     assert set(second) < set(first)
+
+
+# ----------------------------------------------------- crash recovery (Note [Fork server])
+EMU_CRASHY = """
+import os, signal
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestCLS(TestCase):
+BODIES
+instantiate_device_type_tests(TestCLS, globals())
+"""
+
+BACKEND_WITH_A_THREAD = """
+import threading, time
+from ootest.device import emu
+
+emu.load("full")
+threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+"""
+
+
+def _emu_file(d: Path, name: str, cls: str, bodies: list[str]) -> None:
+    tests = "".join(
+        f"    def test_{i}(self, device):\n"
+        f"        x = torch.ones(3, device=device)\n"
+        f"        self.assertEqual((x + x).cpu().sum().item(), 6.0)\n"
+        f"        {body}\n\n"
+        for i, body in enumerate(bodies)
+    )
+    text = EMU_CRASHY.replace("TestCLS", cls).replace("BODIES", tests)
+    (d / name).write_text(text)
+
+
+def _emu_crash_suite(d: Path, device: str) -> None:
+    segv = "os.kill(os.getpid(), signal.SIGSEGV)"
+    _emu_file(d, "test_ea.py", "TestEa", ["pass", segv, "pass", "os.abort()"])
+    _emu_file(d, "test_eb.py", "TestEb", ["pass", segv, "self.fail('no')"])
+    (d / "cfg.yaml").write_text(
+        f"test_suite_config:\n  device: {device}\n  files:\n"
+        "    - path: ./test_ea.py\n      unlisted_test_mode: mandatory_success\n"
+        "    - path: ./test_eb.py\n      unlisted_test_mode: mandatory_success\n"
+    )
+
+
+EMU_WANT = {
+    "TestEa::test_0": "passed",
+    "TestEa::test_1": "crashed",
+    "TestEa::test_2": "passed",
+    "TestEa::test_3": "crashed",
+    "TestEb::test_0": "passed",
+    "TestEb::test_1": "crashed",
+    "TestEb::test_2": "failed",
+}
+
+
+def _emu_outcomes(res: Path) -> tuple[dict[str, str], list[dict[str, object]]]:
+    recs = [json.loads(x) for x in res.read_text().splitlines() if x.strip()]
+    outcomes = [r for r in recs if r.get("kind") == "result"]
+    by = {str(r["variant_id"]).split("::", 1)[1]: str(r["outcome"]) for r in outcomes}
+    assert len(by) == len(outcomes)  # each variant once
+    return by, [r for r in recs if r.get("kind") == "session"]
+
+
+def test_crashes_in_two_emu_files_restart_from_the_fork_server(tmp_path: Path) -> None:
+    _emu_crash_suite(tmp_path, "emu:full")
+    r = ootest("run", "cfg.yaml", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    by, sessions = _emu_outcomes(tmp_path / ".ootest" / "results.jsonl")
+    assert {k.replace("[device=emu]", ""): v for k, v in by.items()} == EMU_WANT
+    # every session forked from the one process that imported torch and loaded emu;
+    # once the second crash left test_ea.py with nothing to run, it is not collected again
+    assert [s["started"] for s in sessions] == ["forked"] * 4
+    both, eb = ["test_ea.py", "test_eb.py"], ["test_eb.py"]
+    assert [sorted(s["files"]) for s in sessions] == [both, both, eb, eb]
+    assert "3 crash(es)/timeout(s) recovered by restarting pytest (forked)" in r.stdout
+
+
+def test_a_backend_that_starts_threads_is_never_forked(tmp_path: Path) -> None:
+    _emu_crash_suite(tmp_path, "mydev:emu")
+    (tmp_path / "mydev.py").write_text(BACKEND_WITH_A_THREAD)
+    r = ootest("run", "cfg.yaml", "--fork", "on", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    by, sessions = _emu_outcomes(tmp_path / ".ootest" / "results.jsonl")
+    assert {k.replace("[device=emu]", ""): v for k, v in by.items()} == EMU_WANT
+    assert [s["started"] for s in sessions] == ["fresh"] * 4
+    assert "3 crash(es)/timeout(s) recovered by restarting pytest (fresh processes)" in r.stdout
+    assert "fork server: device 'mydev:emu' started 1 thread(s) while loading" in r.stdout
+    # without --fork on, a backend module is not loaded before a fork at all
+    again = ootest("run", "cfg.yaml", cwd=tmp_path)
+    assert _emu_outcomes(tmp_path / ".ootest" / "results.jsonl")[0] == by
+    assert "fork server: device 'mydev:emu' is not declared fork-safe" in again.stdout

@@ -242,3 +242,141 @@ def test_supervisor_never_loops_on_a_test_resume_cannot_skip(tmp_path: Path) -> 
     last = sup.run()
     assert len(sup.attempts) == 2 and last.repeated and not last.finished
     assert results(tmp_path / "r.jsonl")[-1]["signal"] == "SIGSEGV"
+
+
+# --------------------------------------------------------------- restarts (Note [Fork server])
+CRASH_A = """
+import os, signal
+def test_a1(): pass
+def test_a_segv(): os.kill(os.getpid(), signal.SIGSEGV)
+def test_a2(): pass
+def test_a_abort(): os.abort()
+def test_a3(): pass
+"""
+CRASH_B = """
+import os, signal
+def test_b1(): pass
+def test_b_exit(): os._exit(3)
+def test_b2(): assert False
+"""
+CRASH_B_KILLS_SERVER = """
+import os, signal, time
+def test_b1(): pass
+def test_b_kills_its_parent():
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(30)  # the child of a fork server goes with it
+def test_b2(): assert False
+"""
+TWO_FILES = """
+test_suite_config:
+  files:
+    - path: ./test_crash_a.py
+      unlisted_test_mode: mandatory_success
+    - path: ./test_crash_b.py
+      unlisted_test_mode: mandatory_success
+"""
+WANT_TWO = {
+    "test_a1": "passed",
+    "test_a_segv": "crashed",
+    "test_a2": "passed",
+    "test_a_abort": "crashed",
+    "test_a3": "passed",
+    "test_b1": "passed",
+    "test_b_exit": "crashed",
+    "test_b2": "failed",
+}
+
+
+def _records(path: Path, kind: str) -> list[dict[str, object]]:
+    recs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return [r for r in recs if r.get("kind") == kind]
+
+
+def _two_files(d: Path, b: str = CRASH_B) -> None:
+    (d / "test_crash_a.py").write_text(CRASH_A)
+    (d / "test_crash_b.py").write_text(b)
+    (d / "cfg.yaml").write_text(TWO_FILES)
+
+
+def _check_two(d: Path, r: subprocess.CompletedProcess[str]) -> dict[str, dict[str, object]]:
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    recs = results(d / ".ootest" / "results.jsonl")
+    by = {str(x["nodeid"]).split("::")[-1]: x for x in recs}
+    assert len(recs) == len(by) == len(WANT_TWO)  # each test exactly once
+    assert {k: v["outcome"] for k, v in by.items()} == WANT_TWO
+    assert [by[n]["signal"] for n in ("test_a_segv", "test_a_abort")] == ["SIGSEGV", "SIGABRT"]
+    assert "3 crash(es)/timeout(s) recovered by restarting pytest" in r.stdout
+    return by
+
+
+def test_restarts_are_forked_and_skip_the_files_they_finished(tmp_path: Path) -> None:
+    _two_files(tmp_path)
+    r = ootest("run", "cfg.yaml", cwd=tmp_path)
+    _check_two(tmp_path, r)
+    res = tmp_path / ".ootest" / "results.jsonl"
+    sessions = _records(res, "session")
+    assert [s["started"] for s in sessions] == ["forked"] * 4
+    assert len({s["pid"] for s in sessions}) == 4
+    # After the second crash every test of test_crash_a.py has a result: the restarts
+    # that follow do not import or collect it again, only test_crash_b.py.
+    assert [s["files"] for s in sessions] == [
+        {"test_crash_a.py": 5, "test_crash_b.py": 3},
+        {"test_crash_a.py": 3, "test_crash_b.py": 3},
+        {"test_crash_a.py": 1, "test_crash_b.py": 3},
+        {"test_crash_b.py": 1},
+    ]
+    collected = [c["file"] for c in _records(res, "collection")]
+    assert collected.count("test_crash_a.py") == 3 and collected.count("test_crash_b.py") == 4
+    assert "recovered by restarting pytest (forked)" in r.stdout
+    log = (tmp_path / ".ootest" / "pytest.log").read_text()
+    assert log.count("(forked)\n") == 4
+    # The same results without the fork server: a fresh pytest each time.
+    (tmp_path / ".ootest").rename(tmp_path / "forked")
+    fresh = ootest("run", "cfg.yaml", "--fork", "off", cwd=tmp_path)
+    _check_two(tmp_path, fresh)
+    assert [s["started"] for s in _records(res, "session")] == ["fresh"] * 4
+    assert "recovered by restarting pytest (fresh processes)" in fresh.stdout
+    assert "fork server:" not in fresh.stdout  # not asked for: nothing to explain
+    for name in ("junit.xml",):
+        forked_text = (tmp_path / "forked" / name).read_text()
+        fresh_text = (tmp_path / ".ootest" / name).read_text()
+        assert _outcome_lines(forked_text) == _outcome_lines(fresh_text)
+
+
+def _outcome_lines(junit: str) -> list[str]:
+    return sorted(x.split(" time=")[0] for x in junit.split("<testcase ")[1:])
+
+
+def test_a_fork_server_that_dies_is_replaced_by_fresh_processes(tmp_path: Path) -> None:
+    _two_files(tmp_path, CRASH_B_KILLS_SERVER)
+    r = ootest("run", "cfg.yaml", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    by = {
+        str(x["nodeid"]).split("::")[-1]: x for x in results(tmp_path / ".ootest" / "results.jsonl")
+    }
+    assert len(by) == 8
+    killed = by["test_b_kills_its_parent"]
+    assert (killed["outcome"], killed["signal"]) == ("crashed", "SIGKILL")
+    assert by["test_b2"]["outcome"] == "failed"  # the run went on after it
+    sessions = _records(tmp_path / ".ootest" / "results.jsonl", "session")
+    assert [s["started"] for s in sessions] == ["forked", "forked", "forked", "fresh"]
+    assert "recovered by restarting pytest (fresh processes)" in r.stdout
+    assert "fork server: stopped (it exited)" in r.stdout
+
+
+def test_a_file_whose_import_crashes_is_recorded_and_left_out_of_restarts(tmp_path: Path) -> None:
+    (tmp_path / "test_crash_a.py").write_text("import os, signal\nos.kill(os.getpid(), 11)\n")
+    (tmp_path / "test_crash_b.py").write_text("def test_b1():\n    pass\n")
+    (tmp_path / "cfg.yaml").write_text(TWO_FILES)
+    r = ootest("run", "cfg.yaml", cwd=tmp_path)
+    # the run goes on past the file (it used to stop: the restart imported it again)
+    assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]  # the guard: nothing collected
+    assert "test_crash_a.py: collected nothing" in r.stdout
+    by = {str(x["file"]): x for x in results(tmp_path / ".ootest" / "results.jsonl")}
+    crashed = by["test_crash_a.py"]
+    assert (crashed["outcome"], crashed["phase"], crashed["signal"]) == (
+        "crashed",
+        "collect",
+        "SIGSEGV",
+    )
+    assert by["test_crash_b.py"]["outcome"] == "passed"

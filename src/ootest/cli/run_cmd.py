@@ -109,6 +109,15 @@ def add_parser(sub: Any) -> None:
         help="stream pytest's own output instead of a progress bar (always saved in "
         ".ootest/pytest.log)",
     )
+    p.add_argument(
+        "--fork",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="start pytest again after a crash by forking a process that loaded torch and "
+        "the device once: auto (default) where the device allows it (emu, or no device), "
+        "on also for a backend module you know to be fork-safe, off for a fresh process "
+        "every time (see docs/runner.md)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -120,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     from ootest.record.shard import ShardSpec
     from ootest.runner import guard
     from ootest.runner.render import print_summary, write_html, write_junit
-    from ootest.runner.supervise import Supervisor
+    from ootest.runner.supervise import ForkPlan, Supervisor
 
     cfg = load_config(args.config)
     shard = ShardSpec.parse(args.shard) if args.shard else None
@@ -172,6 +181,12 @@ def run(args: argparse.Namespace) -> int:
     what = f"shard {shard} of " if shard else ""
     print(f"ootest: running {what}{len(files)} file(s) from {cfg.source}", flush=True)
     sup = Supervisor(pytest_cmd=cmd, results=results, state=state, log=log, timeout=timeout or None)
+    device = args.device or os.environ.get("OOTEST_DEVICE") or cfg.suite.device
+    emu = device is None or device == "emu" or device.startswith("emu:")
+    if args.fork == "on" or (args.fork == "auto" and emu):
+        sup.fork = ForkPlan(device=device, files=files, force=args.fork == "on")
+    elif args.fork == "auto":
+        sup.fork_note = f"device {device!r} is not declared fork-safe (--fork on declares it)"
     with _Progress(enabled=log is not None and not args.quiet) as progress:
         sup.on_progress = progress.update
         sup.on_line = progress.say
@@ -191,7 +206,10 @@ def run(args: argparse.Namespace) -> int:
     extra: list[str] = []
     crashes = [a.crash for a in sup.attempts if a.crash is not None]
     if crashes:
-        extra.append(f"{len(crashes)} crash(es)/timeout(s) recovered by restarting pytest")
+        how = "forked" if sup.attempts[-1].forked else "fresh processes"
+        extra.append(f"{len(crashes)} crash(es)/timeout(s) recovered by restarting pytest ({how})")
+        if sup.fork_note is not None:
+            extra.append(f"fork server: {sup.fork_note}")
     if last.finished and last.returncode < 0:
         from ootest.record.crash import signal_name
 

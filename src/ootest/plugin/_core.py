@@ -162,6 +162,8 @@ class OotestPlugin:
     # What this session changed outside itself (the environment, torch's parametrizers),
     # undone at unconfigure: see Note [Session-scoped changes].
     restore: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    run_id: str | None = None  # the 'ootest run' this session belongs to
+    started: str = "fresh"  # or "forked" from the fork server (Note [Fork server])
 
     # ------------------------------------------------------------------ setup
     @classmethod
@@ -252,6 +254,9 @@ class OotestPlugin:
             timeout=float(timeout) if timeout else None,
             state_dir=Path(state) if state else None,
             restore=restore,
+            # not for grandchildren (pytest-xdist workers): they are started afresh
+            run_id=os.environ.get("OOTEST_RUN_ID"),
+            started=os.environ.pop("OOTEST_STARTED", "fresh"),
         )
         ops_db, given_by = getattr(ns, "ootest_ops", None), "--ootest-ops"
         if not ops_db and plan is not None and plan.op_map:
@@ -275,7 +280,7 @@ class OotestPlugin:
             from ootest.plugin.opcapture import OpCapture
 
             config.pluginmanager.register(OpCapture(Path(capture), plugin), "ootest-ops-capture")
-        selector = Selector.create(ns, keys)
+        selector = Selector.create(ns, keys, plugin.run_id)
         if selector is not None:
             config.pluginmanager.register(selector, "ootest-selector")
         return plugin
@@ -625,15 +630,27 @@ class OotestPlugin:
                     "time": now,
                 }
             )
-        for origin, name in self.stale_patterns():
-            self._out.write({"kind": "stale", "origin": origin, "name": name, "time": now})
+        selector = self.config.pluginmanager.get_plugin("ootest-selector")
+        if not (isinstance(selector, Selector) and selector.skipped):
+            # A session that left finished files out cannot tell a stale name from one
+            # that matched only there; the session that collected them said it.
+            for origin, name in self.stale_patterns():
+                self._out.write({"kind": "stale", "origin": origin, "name": name, "time": now})
+        files = Counter(dict.fromkeys(self.stats, 0))
+        files.update(
+            f.file if (f := item.stash.get(FACTS, None)) is not None else self.keys.key(item.path)
+            for item in session.items
+        )
         self._out.write(
             {
                 "kind": "session",
                 "selected": len(session.items),
+                "files": dict(files),
                 "plan": {"reused": self.reused, "computed": self.computed},
                 "worker": self.worker,
                 "pid": os.getpid(),
+                "run": self.run_id,
+                "started": self.started,
                 "time": now,
             }
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -9,10 +10,10 @@ import pytest
 
 from ootest.plugin.keys import variant_id
 from ootest.record.identity import FileKeys
-from ootest.record.results import CRASHED, TIMEOUT, RunData, read_records
+from ootest.record.results import CRASHED, TIMEOUT, RunData, finished_files, read_records
 from ootest.record.shard import ShardSpec, assign, durations_from
 
-__all__ = ["Selector"]
+__all__ = ["NotCollected", "Selector"]
 
 
 class Selector:
@@ -31,37 +32,58 @@ class Selector:
         shard: ShardSpec | None,
         durations: Any,
         keys: FileKeys,
+        finished_files: set[str] | None = None,
     ) -> None:
         self.done = done
         self.crashed_files = crashed_files
+        self.finished_files = finished_files or set()
         self.shard = shard
         self.durations = durations
         self.keys = keys
+        self.skipped: list[str] = []  # file keys not collected in this session
 
     @classmethod
-    def create(cls, ns: Any, keys: FileKeys) -> Selector | None:
+    def create(cls, ns: Any, keys: FileKeys, run: str | None = None) -> Selector | None:
         resume = getattr(ns, "ootest_resume", None)
         shard_text = getattr(ns, "ootest_shard", None)
         if not resume and not shard_text:
             return None
         done: set[str] = set()
         crashed: set[str] = set()
+        finished: set[str] = set()
         if resume:
-            data = RunData.from_records(read_records(Path(resume)))
+            records = read_records(Path(resume))
+            data = RunData.from_records(records)
             for key, rec in data.results.items():
                 if rec.get("phase") == "collect":
                     if rec.get("outcome") in (CRASHED, TIMEOUT):
                         crashed.add(str(rec.get("file")))
                 else:
                     done.add(key)
+            if run:
+                finished = finished_files(records, run)
         shard = ShardSpec.parse(shard_text) if shard_text else None
         paths = [Path(p) for p in getattr(ns, "ootest_durations", None) or []]
-        return cls(done, crashed, shard, durations_from(paths) if shard else {}, keys)
+        durations = durations_from(paths) if shard else {}
+        return cls(done, crashed, shard, durations, keys, finished)
 
-    def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
-        if self.crashed_files and collection_path.suffix == ".py":
-            if self.keys.key(collection_path) in self.crashed_files:
-                return True  # its collection crashed the process last time
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pycollect_makemodule(
+        self, module_path: Path, parent: pytest.Collector
+    ) -> pytest.Collector | None:
+        # Here rather than in pytest_ignore_collect, which pytest does not ask about
+        # the files given on its command line (the config's files are).
+        if not (self.crashed_files or self.finished_files):
+            return None
+        key = self.keys.key(module_path)
+        config = parent.config
+        serial = not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") == "no"
+        # its collection crashed the process last time; or every test it has is done
+        # (Note [Restarts skip finished files]; under pytest-xdist every worker must
+        # collect the same tests, so there the files are collected and deselected)
+        if key in self.crashed_files or (serial and key in self.finished_files):
+            self.skipped.append(key)
+            return NotCollected.from_parent(parent, path=module_path)
         return None
 
     @pytest.hookimpl(trylast=True)
@@ -80,3 +102,10 @@ class Selector:
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
+
+
+class NotCollected(pytest.File):
+    """A test file this session leaves out (see :meth:`Selector.pytest_pycollect_makemodule`)."""
+
+    def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
+        return []

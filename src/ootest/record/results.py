@@ -4,7 +4,9 @@ Every line is one JSON object with a ``kind``:
 
 ``result``      one test's final outcome (written the moment it is known)
 ``collection``  per file: tests collected and device variants instantiated
-``session``     a pytest process started running ``selected`` tests
+``session``     a pytest process started running ``selected`` tests (``files``: how
+                many from each file; ``run``: the ``ootest run`` it belongs to;
+                ``started``: ``fresh`` or ``forked`` from the fork server)
 ``finish``      that process ended normally (``exitstatus``)
 ``stale``       a config name that matched no collected variant
 
@@ -248,6 +250,35 @@ class RunData:
                 c["failed"] += 1
         c["total"] = sum(c.values())
         return c
+
+
+def finished_files(records: Iterable[Record], run: str) -> set[str]:
+    """Files (keys) in which every test a session of ``run`` selected has a result.
+
+    Note [Restarts skip finished files]
+    A restart after a crash need not import, instantiate and collect again a file
+    whose tests all have results: it would only deselect every one of them. The
+    last session of the run that selected tests from a file says how many; the
+    results written since then for that file say how many of them are done. Only
+    sessions of the same ``ootest run`` count (same arguments, same config), so a
+    ``--resume`` with another selection collects everything again.
+    """
+    selected: dict[str, int] = {}
+    done: dict[str, set[str]] = {}
+    for i, rec in enumerate(records):
+        kind = rec.get("kind")
+        if kind == "session":
+            files = rec.get("files")
+            if rec.get("run") != run or not isinstance(files, dict):
+                continue
+            for key, n in files.items():
+                selected[str(key)] = int(n) if isinstance(n, int) else 0
+                done[str(key)] = set()
+        elif kind == "result" and "outcome" in rec and rec.get("phase") != "collect":
+            key = str(rec.get("file"))
+            if key in done:
+                done[key].add(str(rec.get("variant_id") or rec.get("nodeid") or f"#{i}"))
+    return {key for key, n in selected.items() if len(done[key]) >= n}
 
 
 def blocking(rec: Record) -> bool:

@@ -7,6 +7,12 @@ it had in flight (see :mod:`ootest.record.crash`) is recorded as ``crashed`` or
 has a result is deselected, so the run continues after the crasher rather than
 from the top. Each restart adds one result, so the loop always ends.
 
+With a :class:`ForkPlan`, pytest is not started afresh each time but forked
+from a fork server that imported pytest and torch and loaded the device once
+(see Note [Fork server] in :mod:`ootest.runner.forkserver`); the child is
+watched the same way. Without one, or when the server cannot serve, each
+session is a fresh process.
+
 The child is tied to this process (``PR_SET_PDEATHSIG`` on Linux): if the
 runner is killed, so is pytest, and ``ootest run --resume`` picks up from the
 results file. Nothing here imports torch.
@@ -18,15 +24,18 @@ import json
 import os
 import re
 import subprocess
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from ootest.record import crash
 from ootest.record.results import Appender, RunData, read_records
+from ootest.runner.forkserver import ForkServer, preloads
 
 #: Child output shown while the progress bar runs (the rest is in the log):
 #: device build progress and errors that stop pytest.
@@ -43,6 +52,21 @@ class Attempt:
     finished: bool
     crash: dict[str, object] | None = None
     repeated: bool = False  # the same test crashed again after a resume
+    forked: bool = False  # forked from the fork server rather than started afresh
+
+
+@dataclass(frozen=True)
+class ForkPlan:
+    """What the fork server loads before it forks pytest (Note [Fork server])."""
+
+    device: str | None  # the device the sessions use; None: pytest and the plugin only
+    files: list[str]  # the test files, whose upstream imports it loads too
+    force: bool = False  # the user says the device may be loaded before a fork
+
+
+class _Process(Protocol):
+    def wait(self, timeout: float | None = None) -> int: ...
+    def kill(self) -> None: ...
 
 
 @dataclass
@@ -57,22 +81,44 @@ class Supervisor:
     on_line: Callable[[str], None] | None = None  # child output lines worth showing now
     attempts: list[Attempt] = field(default_factory=list)
     total: int = 0  # tests in the whole run, as the first session reported
+    fork: ForkPlan | None = None  # None: every session is a fresh process
+    fork_note: str | None = None  # why sessions were not (or no longer) forked
+    _server: ForkServer | None = None
+    _server_log: BinaryIO | None = None
+    _server_tee: threading.Thread | None = None
     _crashed: set[tuple[object, object]] = field(default_factory=set)
 
     def run(self) -> Attempt:
         """Run to the end; return the last attempt (finished, or why it could not go on)."""
         self.state.mkdir(parents=True, exist_ok=True)
+        # Sessions of this run know each other by it (the plugin skips the files
+        # an earlier one of them finished, see Note [Restarts skip finished files]).
+        self.env = {**self.env, "OOTEST_RUN_ID": uuid.uuid4().hex}
+        try:
+            return self._loop()
+        finally:
+            self._stop_server()
+
+    def _loop(self) -> Attempt:
         while True:
             for p in self.state.glob("inflight-*.json"):
                 crash.clear_inflight(p)
             before = RunData.from_records(read_records(self.results))
-            attempt = self._once(
-                resume=bool(before.results) or before.sessions > 0, done=len(before.results)
-            )
+            resume = bool(before.results) or before.sessions > 0
+            attempt = self._once(resume=resume, done=len(before.results))
+            inflight = crash.read_inflight(crash.inflight_path(self.state, "main"))
+            if attempt.forked and not attempt.finished and inflight is None:
+                after = RunData.from_records(read_records(self.results))
+                if after.sessions == before.sessions and len(after.results) == len(before.results):
+                    # A forked pytest that stopped before running anything: whatever the
+                    # cause, a fresh process gives the answer a user would get without
+                    # the server, and the rest of the run does without it.
+                    self._stop_server("a forked pytest stopped before running any test")
+                    attempt = self._once(resume=resume, done=len(before.results))
+                    inflight = crash.read_inflight(crash.inflight_path(self.state, "main"))
             self.attempts.append(attempt)
             if attempt.finished:
                 return attempt
-            inflight = crash.read_inflight(crash.inflight_path(self.state, "main"))
             if inflight is None:
                 return attempt  # died outside any test: nothing to attribute, stop
             rec = crash.crash_record(inflight, attempt.returncode)
@@ -86,6 +132,54 @@ class Supervisor:
                 return attempt
             self._crashed.add(key)
 
+    def _pytest_args(self) -> list[str] | None:
+        """pytest's own arguments when the command is ``python -m pytest ...``."""
+        cmd = self.pytest_cmd
+        if len(cmd) >= 3 and cmd[0] == sys.executable and cmd[1:3] == ["-m", "pytest"]:
+            return cmd[3:]
+        return None
+
+    def _start_server(self, env: dict[str, str]) -> None:
+        args = self._pytest_args()
+        if self.fork is None or self._server is not None or self.fork_note is not None:
+            return
+        if args is None or not sys.platform.startswith("linux"):
+            self.fork_note = "forking needs Linux and 'python -m pytest'"
+            return
+        stdout: int | None = None
+        if self.log is not None:
+            self.log.parent.mkdir(parents=True, exist_ok=True)
+            self._server_log = open(self.log, "ab")  # open while it serves
+            stdout = subprocess.PIPE
+        self._server = ForkServer.start(
+            device=self.fork.device,
+            preload=preloads(self.fork.files),
+            argv=args,
+            env=env,
+            stdout=stdout,
+            force=self.fork.force,
+        )
+        if self._server_log is not None:
+            self._server_tee = threading.Thread(
+                target=self._tee, args=(self._server.proc, self._server_log), daemon=True
+            )
+            self._server_tee.start()
+        if not self._server.ready():
+            self._stop_server(self._server.why_not)
+
+    def _stop_server(self, why: str | None = None) -> None:
+        if why is not None and self.fork_note is None:
+            self.fork_note = why
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        if self._server_tee is not None:
+            self._server_tee.join(timeout=10)
+            self._server_tee = None
+        if self._server_log is not None:
+            self._server_log.close()
+            self._server_log = None
+
     def _once(self, resume: bool, done: int) -> Attempt:
         cmd = [*self.pytest_cmd, "--ootest-results", str(self.results)]
         cmd += ["--ootest-state", str(self.state)]
@@ -94,7 +188,15 @@ class Supervisor:
         env = {k: v for k, v in self.env.items() if not k.startswith("PYTEST_XDIST_")}
         env["OOTEST_PARENT_PID"] = str(os.getpid())  # a new session, even under xdist
         start_size = self.results.stat().st_size if self.results.exists() else 0
-        if self.log is not None:
+        self._start_server(env)
+        forked = self._server.spawn(cmd[3:], env) if self._server is not None else None
+        if self._server is not None and forked is None:
+            self._stop_server(self._server.why_not)
+        if forked is not None:
+            rc = self._watch(forked, start_size, done)
+            if self._server is not None and self._server.why_not is not None:
+                self._stop_server(self._server.why_not)
+        elif self.log is not None:
             self.log.parent.mkdir(parents=True, exist_ok=True)
             with open(self.log, "ab") as log:
                 log.write(f"\n$ {' '.join(cmd)}\n".encode())
@@ -110,7 +212,7 @@ class Supervisor:
             proc = subprocess.Popen(cmd, env=env)
             rc = self._watch(proc, start_size, done)
         finished = any(r["kind"] == "finish" for r in _records_since(self.results, start_size))
-        return Attempt(returncode=rc, finished=finished)
+        return Attempt(returncode=rc, finished=finished, forked=forked is not None)
 
     def _tee(self, proc: subprocess.Popen[bytes], log: BinaryIO) -> None:
         """Copy the child's output to the log; pass on the lines a person needs now."""
@@ -121,7 +223,7 @@ class Supervisor:
             if self.on_line is not None and SHOW.match(line):
                 self.on_line(line.decode("utf-8", "replace").rstrip())
 
-    def _watch(self, proc: subprocess.Popen[bytes], offset: int, done: int) -> int:
+    def _watch(self, proc: _Process, offset: int, done: int) -> int:
         tail = _Tail(self.results, offset)
         inflight = crash.inflight_path(self.state, "main")
         try:
