@@ -75,7 +75,7 @@ def _distributed(torch: Any, name: str) -> str | None:
 
 
 def probe(device: str) -> dict[str, Any]:
-    from ootest.plugin._core import DeviceSpec, activate_device
+    from ootest.device.activate import DeviceSpec, activate_device
 
     spec = DeviceSpec.parse(device)
     activate_device(spec)

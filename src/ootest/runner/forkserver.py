@@ -228,17 +228,17 @@ def _prepare(device: str | None, preload: Sequence[str], force: bool) -> str | N
     """Load what every child needs; the reason not to fork, or None."""
     import pytest  # noqa: F401  (loaded once, for every child)
 
-    import ootest.plugin._core as core
+    from ootest.device.activate import DeviceSpec, activate_device
 
     if not device:
         return None
-    spec = core.DeviceSpec.parse(device)
+    spec = DeviceSpec.parse(device)
     if spec.kind != "emu" and not force:
         return f"device {device!r} is not declared fork-safe (--fork on declares it)"
     importlib.import_module("torch")
     before = _threads()  # numpy's OpenBLAS may run a thread; it is fork-safe (pthread_atfork)
     # The same order as the plugin: the device before torch.testing._internal.
-    core.activate_device(spec)
+    activate_device(spec)
     for name in (f"{_INTERNAL}.common_utils", f"{_INTERNAL}.common_device_type", *preload):
         try:
             importlib.import_module(name)
