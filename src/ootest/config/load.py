@@ -17,7 +17,6 @@ import marshal
 import operator
 import os
 import sys
-import tempfile
 import time
 import types
 import typing
@@ -28,6 +27,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from ootest.atomic import write_atomic
 from ootest.cache import cache_dir
 from ootest.config import paths
 from ootest.config.model import (
@@ -554,15 +554,7 @@ class _Tree:
         file, blob = self._store
         self._store = None
         with contextlib.suppress(OSError, ValueError):
-            file.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    marshal.dump((_CACHE_FORMAT, blob, self.origins), fh)
-                os.replace(tmp, file)
-            finally:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+            write_atomic(file, marshal.dumps((_CACHE_FORMAT, blob, self.origins)))
             old = time.time() - _CACHE_DAYS * 86400
             for entry in os.scandir(file.parent):
                 with contextlib.suppress(OSError):

@@ -39,13 +39,13 @@ import importlib.util
 import marshal
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ootest.atomic import write_atomic
 from ootest.cache import cache_dir
 from ootest.config import paths
 from ootest.config.decide import Decision
@@ -285,15 +285,7 @@ class PlanCache:
             return
         data = (FORMAT, self.code, self.plan.to_data(), self.tests)
         with contextlib.suppress(OSError, ValueError):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    marshal.dump(data, fh)
-                os.replace(tmp, self.path)
-            finally:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+            write_atomic(self.path, marshal.dumps(data))
             self._prune()
         self._dirty = False
 

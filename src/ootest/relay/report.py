@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from ootest.atomic import write_atomic
 from ootest.errors import UserError
 from ootest.relay import limits, names
 from ootest.relay.limits import MAX_DEPTH
@@ -221,9 +222,7 @@ class StateFile:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self._path(key)
         done = self.accepted(key)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"key": key, "accepted": [*done, status], "note": note}))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps({"key": key, "accepted": [*done, status], "note": note}))
 
 
 @dataclass

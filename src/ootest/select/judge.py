@@ -40,13 +40,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ootest.atomic import write_atomic
 from ootest.llm import ChatError, LLMSettings, chat
 from ootest.select.rules import Decision, Evidence
 
@@ -329,11 +329,7 @@ class AnswerCache:
             return None  # absent or broken: ask again
 
     def put(self, key: str, model: str, answer: str) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"model": model, "answer": answer}), encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(self._path(key), json.dumps({"model": model, "answer": answer}))
 
 
 @dataclass
