@@ -176,3 +176,42 @@ def test_aten_marks_select_what_the_op_map_says(tmp_path: Path) -> None:
     assert sel.returncode == 0, sel.stdout[-2000:] + sel.stderr[-2000:]
     seen = {json.loads(x)["variant_id"] for x in got.read_text().splitlines()}
     assert seen == want
+
+
+MODULE_FILE = """
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestMod(TestCase):
+    def test_linear(self, device):
+        torch.manual_seed(0)
+        ref = torch.nn.Linear(4, 3)
+        on = torch.nn.Linear(4, 3)
+        on.load_state_dict(ref.state_dict())  # detach() of CPU parameters
+        on.to(device)
+        on.weight.detach()  # and of a device one
+        x = torch.randn(2, 4)
+        self.assertEqual(on(x.to(device)).cpu(), ref(x))
+
+
+instantiate_device_type_tests(TestMod, globals())
+"""
+
+
+def test_composite_kernels_that_dispatch_their_own_op_are_followed_once(tmp_path: Path) -> None:
+    # detach's composite kernel dispatches detach again: following it under the
+    # recorder used to recurse until RecursionError (the test failed, 0 ops recorded)
+    (tmp_path / "test_mod.py").write_text(MODULE_FILE)
+    cap = tmp_path / "ops.jsonl"
+    r = run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_mod.py", "-q",
+         "--ootest-device", "emu:full", "--ootest-ops-capture", str(cap)],
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    ops, stops, _ = _stream(cap)
+    v = f"{tmp_path.name}/test_mod.py::TestMod::test_linear"
+    assert "aten::addmm" in ops[v] and "aten::detach" in ops[v], ops[v]
+    assert stops[v]["outcome"] == "passed" and stops[v]["op"] is None, stops[v]

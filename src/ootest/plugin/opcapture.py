@@ -240,6 +240,7 @@ def _make_mode(capture: OpCapture) -> Any:
         def start(self) -> None:
             self.counts: dict[Any, int] = {}
             self.stop: tuple[str | None, str | None] = (None, None)
+            self.following: set[Any] = set()  # ops whose composite kernel is being followed
 
         def counts_by_name(self) -> dict[str, int]:
             return {names[f]: n for f, n in self.counts.items()}
@@ -248,15 +249,21 @@ def _make_mode(capture: OpCapture) -> Any:
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
         ) -> Any:
             kwargs = kwargs or {}
-            key = composite.get(func, _UNKNOWN)
-            if key is _UNKNOWN:
-                key = composite[func] = composite_key(func)
-            if key is not None:
-                # no kernel of the backend's own: the backend receives what the
-                # composite kernel calls, so follow it (with the recorder on)
-                with self:
-                    return func._op_dk(key, *args, **kwargs)
-            if on_device(args, kwargs):
+            if on_device(args, kwargs):  # calls off the device are neither recorded nor followed
+                key = composite.get(func, _UNKNOWN)
+                if key is _UNKNOWN:
+                    key = composite[func] = composite_key(func)
+                if key is not None and func not in self.following:
+                    # no kernel of the backend's own: the backend receives what the
+                    # composite kernel calls, so follow it (with the recorder on). A
+                    # composite kernel that dispatches its own op again (``detach``)
+                    # reaches the recorder once more: that call is recorded and run.
+                    self.following.add(func)
+                    try:
+                        with self:
+                            return func._op_dk(key, *args, **kwargs)
+                    finally:
+                        self.following.discard(func)
                 n = self.counts.get(func)
                 if n is None:
                     name = names.get(func)
