@@ -222,8 +222,19 @@ def write_config(path: Path, files: dict[str, Path], ids: set[str], *, listed: s
     return n
 
 
+def index_id(vid: str, keys: list[str]) -> str:
+    """A run's variant ID under the index's name of its file: the run names a file
+    relative to pytest's rootdir (``.cache/upstream/test/test_x.py`` when the copy
+    is inside this checkout), the index relative to its root's parent (``test/test_x.py``)."""
+    path, sep, rest = vid.partition("::")
+    for key in keys:
+        if path == key or path.endswith("/" + key):
+            return key + sep + rest
+    return vid
+
+
 def run(
-    python: Path, config: Path, results: Path, profile: str, timeout: int
+    python: Path, config: Path, results: Path, profile: str, timeout: int, keys: list[str]
 ) -> tuple[dict[str, str], float]:
     """Variant -> outcome of the variants the config ran (not those it skipped)."""
     from ootest.record.results import RunData
@@ -233,7 +244,7 @@ def run(
     _, wall = sh(cmd, what=f"ootest run {config.name} ({python})", ok=(0, 1), cwd=config.parent)
     data = RunData.load(results)
     out = {
-        vid: str(r["outcome"])
+        index_id(vid, keys): str(r["outcome"])
         for vid, r in data.results.items()
         if r.get("phase") != "collect" and r.get("mode") == "mandatory_success"
     }
@@ -333,7 +344,7 @@ def main() -> int:
                 got, wall = {}, 0.0  # an empty delta: nothing to run
             else:
                 res = base / f"{side}-{part}.jsonl"
-                got, wall = run(pys[side], cfg, res, args.profile, args.timeout)
+                got, wall = run(pys[side], cfg, res, args.profile, args.timeout, list(files))
             walls[(side, part)] = wall
             twice = outcome[side].keys() & got.keys()
             if twice:
