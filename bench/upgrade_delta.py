@@ -13,7 +13,9 @@ Not in CI (it installs a second torch, about 5.5 GB). Steps, in one command:
            ``$TORCH_ROOT/test`` when ``TORCH_ROOT`` is set (a partial copy is
            fine; a full checkout means thousands of files);
   entries  the OpInfo/ModuleInfo entries of the two torch versions: how many
-           changed fingerprint, were added, were removed, per database;
+           changed their full fingerprint (every attribute, every device type)
+           and their device fingerprint (what emu sees, the one variants
+           inherit), were added, were removed, per database;
   diff     ``ootest index diff OLD NEW``: the delta, by reason;
   run      on emu under *both* versions, the delta (modified, added, removed
            variants: ``mandatory_success``, the rest skipped) and its complement
@@ -30,7 +32,6 @@ Usage: python bench/upgrade_delta.py [--venv DIR] [--torch 2.14.0] [--profile fu
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -48,7 +49,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PROG = "upgrade_delta"
 # what torch.testing._internal and the emu build need besides ootest's own dependencies
 EXTRA_DEPS = ("ninja", "numpy", "expecttest")
-DEVICE_TYPES = ("privateuse1", "emu")
 FREE_GB_FOR_TORCH = 8  # the CUDA wheel and its nvidia packages: about 5.5 GB installed
 
 
@@ -147,30 +147,17 @@ def build(python: Path, roots: list[Path], db: Path, profile: str, jobs: int) ->
 
 
 def entries(db: Path) -> dict[tuple[str, str], tuple[str, str]]:
-    """(database, name) -> (fingerprint, device-scoped digest) of every indexed entry.
+    """(database, name) -> (full fingerprint, device fingerprint) of every indexed entry.
 
-    The fingerprint covers every public attribute, the dtype lists of every device
-    type included. The device-scoped digest keeps what a privateuse1 device's
-    variants can see (as the issue's crude measure did): the sample-input source,
-    the device-independent dtype lists (``dtypes``, ``backward_dtypes``, ...) and
-    ``dtypesIf`` for privateuse1/emu, and the skips and DecorateInfo entries for
-    any device type or for privateuse1/emu.
+    The full fingerprint covers every public attribute, the dtype lists of every
+    device type included; the device fingerprint, the one variants inherit, what
+    the index's privateuse1 device sees (Note [Device-limited entry fingerprints]
+    in ``ootest/memory/_torchdb.py``).
     """
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        rows = con.execute("SELECT db, name, fingerprint, dtypes, sample, decorators FROM entries")
-        out = {}
-        for d, n, fp, dtypes, sample, decorators in rows:
-            dt = {k: v for k, v in json.loads(dtypes).items() if "If" not in k}
-            dt["dtypesIf"] = {
-                k: v for k, v in json.loads(dtypes).get("dtypesIf", {}).items() if k in DEVICE_TYPES
-            }
-            decs = [
-                x for x in json.loads(decorators) if x.get("device_type") in (None, *DEVICE_TYPES)
-            ]
-            scoped = json.dumps([dt, sample, decs], sort_keys=True)
-            out[(d, n)] = (fp, hashlib.sha256(scoped.encode()).hexdigest())
-        return out
+        rows = con.execute("SELECT db, name, full_fingerprint, fingerprint FROM entries")
+        return {(d, n): (full, fp) for d, n, full, fp in rows}
     finally:
         con.close()
 
@@ -187,7 +174,7 @@ def entry_table(
     old: dict[tuple[str, str], tuple[str, str]], new: dict[tuple[str, str], tuple[str, str]]
 ) -> None:
     dbs = sorted({d for d, _ in old} | {d for d, _ in new})
-    print(f"  {'database':<50} {'old':>5} {'new':>5} {'changed':>8} {'scoped':>7} {'added':>6} "
+    print(f"  {'database':<50} {'old':>5} {'new':>5} {'full':>8} {'device':>7} {'added':>6} "
           f"{'removed':>8}")  # fmt: skip
     tot = Counter[str]()
     for d in dbs:
@@ -197,17 +184,17 @@ def entry_table(
         row = Counter(
             old=len(o),
             new=len(n),
-            changed=sum(1 for k in both if o[k][0] != n[k][0]),
-            scoped=sum(1 for k in both if o[k][1] != n[k][1]),
+            full=sum(1 for k in both if o[k][0] != n[k][0]),
+            device=sum(1 for k in both if o[k][1] != n[k][1]),
             added=len(n.keys() - o.keys()),
             removed=len(o.keys() - n.keys()),
         )
         tot.update(row)
-        print(f"  {d.rpartition('.')[2]:<50} {row['old']:>5} {row['new']:>5} {row['changed']:>8} "
-              f"{row['scoped']:>7} {row['added']:>6} {row['removed']:>8}")  # fmt: skip
-    print(f"  {'all':<50} {tot['old']:>5} {tot['new']:>5} {tot['changed']:>8} {tot['scoped']:>7} "
+        print(f"  {d.rpartition('.')[2]:<50} {row['old']:>5} {row['new']:>5} {row['full']:>8} "
+              f"{row['device']:>7} {row['added']:>6} {row['removed']:>8}")  # fmt: skip
+    print(f"  {'all':<50} {tot['old']:>5} {tot['new']:>5} {tot['full']:>8} {tot['device']:>7} "
           f"{tot['added']:>6} {tot['removed']:>8}")  # fmt: skip
-    print("  (changed: the entry fingerprint; scoped: the device-scoped digest, see entries())")
+    print("  (full: every attribute of every device type; device: what variants inherit)")
 
 
 def config_name(vid: str) -> str:
@@ -235,8 +222,19 @@ def write_config(path: Path, files: dict[str, Path], ids: set[str], *, listed: s
     return n
 
 
+def index_id(vid: str, keys: list[str]) -> str:
+    """A run's variant ID under the index's name of its file: the run names a file
+    relative to pytest's rootdir (``.cache/upstream/test/test_x.py`` when the copy
+    is inside this checkout), the index relative to its root's parent (``test/test_x.py``)."""
+    path, sep, rest = vid.partition("::")
+    for key in keys:
+        if path == key or path.endswith("/" + key):
+            return key + sep + rest
+    return vid
+
+
 def run(
-    python: Path, config: Path, results: Path, profile: str, timeout: int
+    python: Path, config: Path, results: Path, profile: str, timeout: int, keys: list[str]
 ) -> tuple[dict[str, str], float]:
     """Variant -> outcome of the variants the config ran (not those it skipped)."""
     from ootest.record.results import RunData
@@ -246,7 +244,7 @@ def run(
     _, wall = sh(cmd, what=f"ootest run {config.name} ({python})", ok=(0, 1), cwd=config.parent)
     data = RunData.load(results)
     out = {
-        vid: str(r["outcome"])
+        index_id(vid, keys): str(r["outcome"])
         for vid, r in data.results.items()
         if r.get("phase") != "collect" and r.get("mode") == "mandatory_success"
     }
@@ -271,7 +269,7 @@ def main() -> int:
     files = {f"examples/suite/{f.name}": f for f in sorted(roots[0].glob("test_*.py"))}
     torch_root = os.environ.get("TORCH_ROOT")
     if torch_root:
-        upstream = Path(torch_root) / "test"
+        upstream = Path(torch_root).absolute() / "test"  # the runs start in another folder
         if not upstream.is_dir():
             fail(f"TORCH_ROOT={torch_root}: no test/ folder there; unset TORCH_ROOT or fix it")
         roots.append(upstream)
@@ -298,10 +296,6 @@ def main() -> int:
     print(f"OpInfo/ModuleInfo entries, torch {old_v} -> {new_v}:")
     old_e, new_e = entries(dbs["old"]), entries(dbs["new"])
     entry_table(old_e, new_e)
-    scoped_changed = {
-        n for (d, n), v in old_e.items() if (d, n) not in new_e or new_e[(d, n)][1] != v[1]
-    } | {n for k, n in new_e if (k, n) not in old_e}
-
     out, _ = sh(
         [
             str(old_py),
@@ -350,7 +344,7 @@ def main() -> int:
                 got, wall = {}, 0.0  # an empty delta: nothing to run
             else:
                 res = base / f"{side}-{part}.jsonl"
-                got, wall = run(pys[side], cfg, res, args.profile, args.timeout)
+                got, wall = run(pys[side], cfg, res, args.profile, args.timeout, list(files))
             walls[(side, part)] = wall
             twice = outcome[side].keys() & got.keys()
             if twice:
@@ -392,25 +386,11 @@ def main() -> int:
         "of them are in the delta"
     )
     hit = delta & changed
-    # the delta a device-scoped entry fingerprint would give: a variant modified only
-    # through entries whose device-scoped digest is unchanged drops out
-    scoped_delta = added | removed
-    for v, rs in modified.items():
-        if any(r.split(":", 1)[0] not in ("opinfo", "moduleinfo") for r in rs) or any(
-            r.split(":", 1)[1] in scoped_changed for r in rs
-        ):
-            scoped_delta.add(v)
     ran = old_o.keys() | new_o.keys()
     print(
         f"  the delta: {len(hit)} of {len(delta)} variants changed outcome "
         f"({len(hit) / len(delta) if delta else 0.0:.1%}); the complement: "
         f"{len(missed)} of {len(ran - delta)}"
-    )
-    s_missed = changed - scoped_delta
-    print(
-        f"  with a device-scoped entry fingerprint (estimated from the entries' digests): "
-        f"a delta of {len(scoped_delta)}, {len(hit & scoped_delta)} of them changed outcome, "
-        f"recall {len(changed) - len(s_missed)}/{len(changed)}"
     )
     by_kind: Counter[str] = Counter()
     for v in hit:

@@ -92,8 +92,15 @@ def test_diffing_indexes_of_different_schemes(index: Path, tmp_path: Path) -> No
     con.commit()
     con.close()
     assert error_of("index", "diff", str(other), str(index)) == (
-        f"ootest: error: {other} uses fingerprint scheme 0, {index} scheme 1: they cannot be "
-        "compared; rebuild the older index with this ootest"
+        f"ootest: error: {other} uses fingerprint scheme 0, {index} scheme 2: their "
+        "fingerprints are not comparable (every variant would differ); build both with the "
+        "same ootest, the older one into a new file"
+    )
+    # nor is it updated in place: its rows would mix two recipes
+    root = index.parent / "tests"
+    assert error_of("index", "build", "--root", str(root), "--db", str(other), "--static-only") == (
+        f"ootest: error: {other}: built with fingerprint scheme 0, this ootest uses scheme 2; "
+        f"build into a new file (--db NEW.db) or remove {other}"
     )
 
 

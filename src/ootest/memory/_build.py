@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ootest.device import backend_name
 from ootest.errors import UserError
 from ootest.memory._collect import CollectSettings, FileCollection, collect
 from ootest.memory._entries import Dump, EntryChanges, store_entries
@@ -46,7 +47,7 @@ from ootest.memory._fingerprint import TORCH_DBS
 from ootest.memory._hashing import SCHEME, digest
 from ootest.memory._rows import forget_file, forget_variants, load_imports, store_file
 from ootest.memory._static import FileFacts, Import, dump_facts, load_facts, parse_file
-from ootest.memory._store import chunks, connect, refresh_common_terms, write_meta
+from ootest.memory._store import chunks, connect, read_meta, refresh_common_terms, write_meta
 from ootest.memory._variants import VariantWriter
 
 _IN_PROCESS_PARSE = 16  # fewer changed files than this: no process pool
@@ -194,6 +195,7 @@ def build(
     report = BuildReport(files_total=len(files))
     con = connect(opts.db, create=True)
     try:
+        _check_scheme(con, opts.db)
         b = _Builder(con, opts, files, report, rep, collector)
         b.run()
     finally:
@@ -201,6 +203,17 @@ def build(
         rep.done()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _check_scheme(con: sqlite3.Connection, path: Path) -> None:
+    """An index of another fingerprint scheme is not updated in place: its rows
+    would mix two recipes, and a diff against it would call everything modified."""
+    found = read_meta(con).get("scheme")
+    if found != SCHEME:
+        raise UserError(
+            f"{path}: built with fingerprint scheme {found}, this ootest uses scheme "
+            f"{SCHEME}; build into a new file (--db NEW.db) or remove {path}"
+        )
 
 
 @dataclass
@@ -375,14 +388,14 @@ class _Builder:
         if self._entries_stamp(self._specs()) == self._stored_entries_stamp():
             return None
         roots = list(dict.fromkeys(str(f.root) for f in self.files))
-        return Dump(self.opts.torch_db, self.opts.opdbs, roots)
+        return Dump(self.opts.torch_db, self.opts.opdbs, roots, self._backend())
 
     def _variant_part(self, dump: Dump | None) -> None:
         specs = self._specs()
         stamp = self._entries_stamp(specs)  # with the imports just parsed: the one kept
         if dump is None and stamp != self._stored_entries_stamp():
             roots = list(dict.fromkeys(str(f.root) for f in self.files))
-            dump = Dump(self.opts.torch_db, self.opts.opdbs, roots)
+            dump = Dump(self.opts.torch_db, self.opts.opdbs, roots, self._backend())
         changes: EntryChanges | None = None
         try:
             with self._phase("collect"):
@@ -457,9 +470,14 @@ class _Builder:
                 out.update(deps.closure(key))
         return sorted(out)
 
+    def _backend(self) -> str | None:
+        """The privateuse1 backend the entry fingerprints are limited to (Note
+        [Device-limited entry fingerprints]); None without ``--device``."""
+        return backend_name(self.opts.device) if self.opts.device else None
+
     def _entries_stamp(self, specs: list[str]) -> str:
         local = [(k, self.digests[k]) for k in self._local_db_files()]
-        return digest([SCHEME, specs, local, torch_stamp() if specs else ""])
+        return digest([SCHEME, specs, local, torch_stamp() if specs else "", self._backend()])
 
     def _common_stamp(self) -> str:
         cfg = self.opts.config

@@ -91,8 +91,9 @@ def diff_indexes(old: Path, new: Path) -> IndexDiff:
         so, sn = read_meta(o).get("scheme"), read_meta(n).get("scheme")
         if so != sn:
             raise UserError(
-                f"{old} uses fingerprint scheme {so}, {new} scheme {sn}: they cannot be "
-                "compared; rebuild the older index with this ootest"
+                f"{old} uses fingerprint scheme {so}, {new} scheme {sn}: their "
+                "fingerprints are not comparable (every variant would differ); build both "
+                "with the same ootest, the older one into a new file"
             )
         # the old index joins the new one's connection: SQLite compares the variant
         # tables by key, and only the rows that differ reach Python (an upgrade of

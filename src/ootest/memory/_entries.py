@@ -16,14 +16,22 @@ from ootest.errors import UserError
 from ootest.memory._rows import add_doc, forget_doc
 from ootest.memory._text import entry_doc
 
-_COLUMNS = "db, name, type, base, variant, fingerprint, dtypes, sample, decorators"
+_COLUMNS = (
+    "db, name, type, base, variant, fingerprint, dtypes, sample, decorators, full_fingerprint"
+)
 
 
 class Dump:
     """``python -m ootest.memory._torchdb`` running in a child process (it imports
     torch), started before the variants are collected so both run at once."""
 
-    def __init__(self, torch_db: bool, opdbs: Sequence[str], paths: Sequence[str]) -> None:
+    def __init__(
+        self,
+        torch_db: bool,
+        opdbs: Sequence[str],
+        paths: Sequence[str],
+        backend: str | None = None,
+    ) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="ootest-index-db-")
         self.out = Path(self._tmp.name) / "entries.jsonl"
         cmd = [sys.executable, "-m", "ootest.memory._torchdb", "--out", str(self.out)]
@@ -33,6 +41,8 @@ class Dump:
             cmd += ["--opdb", spec]
         for path in paths:
             cmd += ["--path", path]
+        if backend:
+            cmd += ["--backend", backend]
         self._err: IO[bytes] = open(Path(self._tmp.name) / "stderr", "wb")
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.DEVNULL, stderr=self._err, stdin=subprocess.DEVNULL
@@ -81,6 +91,7 @@ def _row(r: dict[str, Any]) -> tuple[Any, ...]:
         json.dumps(r["dtypes"], sort_keys=True),
         r["sample"],
         json.dumps(r["decorators"], sort_keys=True),
+        r["full_fingerprint"],
     )
 
 
@@ -105,7 +116,7 @@ def store_entries(con: sqlite3.Connection, records: list[dict[str, Any]]) -> Ent
         before = old.get(key)
         if before == row:
             continue
-        con.execute(f"INSERT OR REPLACE INTO entries({_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?)", row)
+        con.execute(f"INSERT OR REPLACE INTO entries({_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?)", row)
         forget_doc(con, "", f"{key[0]}:{key[1]}")
         add_doc(con, "", row[2], f"{key[0]}:{key[1]}", entry_doc(row))
         out.written += 1

@@ -23,12 +23,12 @@ import hashlib
 import inspect
 import json
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 FINGERPRINT_LEN = 32
 #: Bump when any fingerprint's recipe changes: indexes with different schemes are not diffed.
-SCHEME = "1"
+SCHEME = "2"  # 2: entry fingerprints limited to the index's device
 
 Json = Any  # what json.dumps accepts
 
@@ -170,7 +170,10 @@ class Canonizer:
     object whose description did not depend on where it was reached from (no
     cycle or depth cut inside it), so shared parts are described once."""
 
-    def __init__(self) -> None:
+    def __init__(self, attrs: Callable[[Any], dict[str, Any] | None] | None = None) -> None:
+        #: the attributes to describe an object by, when not all its public ones
+        #: (None: all); e.g. an OpInfo as one device sees it
+        self.attrs = attrs
         self.active: set[int] = set()
         self.cuts = 0  # cycle and depth cuts made so far
         self.memo: dict[int, tuple[Any, Json]] = {}
@@ -251,6 +254,9 @@ class Canonizer:
                 attrs[name] = getattr(obj, name)
         attrs.update(getattr(obj, "__dict__", {}))
         public = {k: v for k, v in attrs.items() if not k.startswith("_")}
+        chosen = self.attrs(obj) if self.attrs is not None else None
+        if chosen is not None:
+            public = chosen
         if not public and not attrs:
             return {"obj": qualname(type(obj))}
         return {"obj": qualname(type(obj)), "attrs": {k: self.of(public[k], depth) for k in public}}

@@ -34,7 +34,7 @@ from pathlib import Path
 from ootest.errors import UserError
 from ootest.memory._hashing import SCHEME
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _APP_ID = 0x6F6F7465  # "oote": marks the file as an ootest index
 
 _SCHEMA = """
@@ -72,7 +72,8 @@ CREATE INDEX symbols_name ON symbols(name);
 CREATE TABLE entries(
     db TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL, base TEXT NOT NULL,
     variant TEXT NOT NULL, fingerprint TEXT NOT NULL, dtypes TEXT NOT NULL,
-    sample TEXT NOT NULL, decorators TEXT NOT NULL, PRIMARY KEY(db, name)
+    sample TEXT NOT NULL, decorators TEXT NOT NULL, full_fingerprint TEXT NOT NULL,
+    PRIMARY KEY(db, name)
 ) WITHOUT ROWID;
 CREATE INDEX entries_name ON entries(name);
 CREATE INDEX entries_base ON entries(base);

@@ -63,7 +63,7 @@ def test_doc(
 def entry_doc(row: tuple[Any, ...]) -> str:
     """Text of an ``entries`` row (db, name, type, base, variant, fingerprint, dtypes,
     sample, decorators)."""
-    db, name, type_, base, variant, _, dtypes, sample, decorators = row
+    db, name, type_, base, variant, _, dtypes, sample, decorators = row[:9]
     decos = json.loads(decorators)
     described = [
         " ".join(

@@ -1,15 +1,27 @@
 """Torch's test database, dumped in a child process (this module imports torch).
 
 Run as ``python -m ootest.memory._torchdb --out FILE [--torch] [--opdb SPEC]...
-[--path DIR]...``: writes one JSON line per OpInfo / ModuleInfo entry of each
+[--path DIR]... [--backend NAME]``: writes one JSON line per OpInfo / ModuleInfo entry of each
 database (``{"kind": "entry", ...}``) and one ``{"kind": "db_error", ...}`` line
 per database that cannot be loaded. The ``ootest`` command never imports this
 module; see :mod:`ootest.memory._build`.
 
-An entry's fingerprint is the digest of the canonical form of all its public
-attributes (see Note [Stable fingerprints]): names, dtypes per device type,
-the sample-input functions (their normalized AST, not their text), skips and
-DecorateInfo entries. Helpers a sample-input function calls are not part of it.
+Note [Device-limited entry fingerprints]
+An entry's ``fingerprint`` (the one its variants inherit) is the digest of the
+canonical form (Note [Stable fingerprints]) of what the indexed device can see:
+every public attribute (names, the generic ``dtypes``/``backward_dtypes``, the
+sample-input functions as normalized AST, flags), *without* the dtype lists of
+named device types (``dtypesIf``, ``dtypesIfCUDA``, ``backward_dtypesIfXPU``,
+...) and the skips/DecorateInfo of other device types, *plus* the dtypes
+``supported_dtypes``/``supported_backward_dtypes`` return for the device: for a
+privateuse1 backend named ``emu``, ``dtypesIf["emu"]`` or else ``dtypes``, and
+``backward_dtypes`` (torch's own methods decide, called in this child with the
+backend renamed). So torch 2.14 adding ``backward_dtypesIfXPU`` to every OpInfo,
+or a CUDA-only dtype edit, changes no variant on a privateuse1 device. Without
+a backend (an index built with no ``--device``) the variants are those torch
+instantiates for its built-in device types, and the fingerprint counts every
+device type's lists. ``full_fingerprint`` always counts every public attribute.
+Helpers a sample-input function calls are part of neither.
 """
 
 from __future__ import annotations
@@ -17,6 +29,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
@@ -27,8 +40,12 @@ from ootest.memory._fingerprint import TORCH_DBS
 from ootest.memory._hashing import Canonizer, canon, describe, digest, qualname, source_of
 
 _CANON = Canonizer()  # one per process: entries share decorators and functions
+_DEVICE_CANONS: dict[str, Canonizer] = {}  # the same, per backend (device_view)
 
 _SAMPLE_ATTRS = ("sample_inputs_func", "module_inputs_func")
+#: Attributes holding the dtypes of one named device type (``dtypesIf`` maps names to them).
+_DEVICE_DTYPES = re.compile(r"^(backward_)?dtypesIf")
+_DECORATOR_LISTS = ("decorators", "skips")
 
 
 def load_db(spec: str) -> tuple[str, list[Any]]:
@@ -119,7 +136,59 @@ def sample_source(entry: Any) -> str:
     return ""
 
 
-def describe_entry(db: str, entry: Any) -> dict[str, Any]:
+def _for_device(di: Any, device_types: tuple[str, ...]) -> bool:
+    """Whether a skip/DecorateInfo can apply on one of ``device_types``."""
+    dt = getattr(di, "device_type", None)
+    if dt is None:
+        return True
+    names = (dt,) if isinstance(dt, str) else tuple(dt)
+    return any(n in device_types for n in names)
+
+
+def _supported(entry: Any, method: str) -> list[str] | None:
+    fn = getattr(entry, method, None)
+    if fn is None:
+        return None
+    try:
+        return _dtype_names(fn("privateuse1") or ())
+    except Exception as e:  # an entry whose method cannot answer: say so in the digest
+        return [f"error: {type(e).__name__}"]
+
+
+def device_view(entry: Any, backend: str | None) -> dict[str, Any]:
+    """What a privateuse1 backend named ``backend`` sees of an entry
+    (Note [Device-limited entry fingerprints]); every public attribute without one."""
+    public = _public(entry)
+    if backend is None:
+        return public
+    device_types = ("privateuse1", backend)
+    view = {k: v for k, v in public.items() if not _DEVICE_DTYPES.match(k)}
+    for k in _DECORATOR_LISTS:
+        if isinstance(view.get(k), (list, tuple)):
+            view[k] = [di for di in view[k] if _for_device(di, device_types)]
+    view["supported_dtypes(privateuse1)"] = _supported(entry, "supported_dtypes")
+    view["supported_backward_dtypes(privateuse1)"] = _supported(entry, "supported_backward_dtypes")
+    return view
+
+
+def _is_entry(obj: Any) -> bool:
+    return hasattr(obj, "supported_dtypes") and hasattr(obj, "dtypes")
+
+
+def _device_canon(backend: str | None) -> Canonizer:
+    """The canonizer of ``backend``'s view: entries reached from an entry (a
+    PythonRefInfo's ``torch_opinfo``) are described as the device sees them too."""
+    if backend is None:
+        return _CANON
+    found = _DEVICE_CANONS.get(backend)
+    if found is None:
+        found = _DEVICE_CANONS[backend] = Canonizer(
+            lambda obj: device_view(obj, backend) if _is_entry(obj) else None
+        )
+    return found
+
+
+def describe_entry(db: str, entry: Any, backend: str | None = None) -> dict[str, Any]:
     public = _public(entry)
     return {
         "kind": "entry",
@@ -128,14 +197,29 @@ def describe_entry(db: str, entry: Any) -> dict[str, Any]:
         "name": entry_name(entry),
         "base": str(getattr(entry, "name", "")),
         "variant": str(getattr(entry, "variant_test_name", "") or ""),
-        "fingerprint": digest(canon(public, _CANON)),
+        "fingerprint": digest(canon(device_view(entry, backend), _device_canon(backend))),
+        "full_fingerprint": digest(canon(public, _CANON)),
         "dtypes": dtypes_per_device(entry),
         "sample": sample_source(entry),
         "decorators": decorate_infos(entry),
     }
 
 
-def dump(specs: Sequence[str]) -> Iterator[dict[str, Any]]:
+def use_backend(name: str) -> None:
+    """Name the privateuse1 backend ``name`` in this process, so torch's own
+    ``supported_dtypes("privateuse1")`` resolves ``dtypesIf[name]`` as it will on
+    the device (this child never loads the backend itself)."""
+    import torch
+    from torch.utils.backend_registration import rename_privateuse1_backend
+
+    current = torch._C._get_privateuse1_backend_name()
+    if current == "privateuseone" and name != current:  # torch's name for it until renamed
+        rename_privateuse1_backend(name)
+    elif current != name:
+        raise ValueError(f"the privateuse1 backend is already named {current!r}, not {name!r}")
+
+
+def dump(specs: Sequence[str], backend: str | None = None) -> Iterator[dict[str, Any]]:
     for spec in specs:
         try:
             db, entries = load_db(spec)
@@ -143,7 +227,7 @@ def dump(specs: Sequence[str]) -> Iterator[dict[str, Any]]:
             yield {"kind": "db_error", "db": spec, "message": _error_text(e)}
             continue
         for entry in entries:
-            yield describe_entry(db, entry)
+            yield describe_entry(db, entry, backend)
 
 
 def _error_text(e: BaseException) -> str:
@@ -157,12 +241,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--torch", action="store_true", help="dump the installed torch's databases")
     p.add_argument("--opdb", action="append", default=[])
     p.add_argument("--path", action="append", default=[], help="prepended to sys.path")
+    p.add_argument("--backend", help="the privateuse1 backend the index is built for")
     args = p.parse_args(argv)
     for path in reversed(args.path):
         sys.path.insert(0, path)
+    if args.backend:
+        use_backend(args.backend)
     specs = [*(TORCH_DBS if args.torch else ()), *args.opdb]
     with open(args.out, "w", encoding="utf-8") as fh:
-        for record in dump(specs):
+        for record in dump(specs, args.backend or None):
             fh.write(json.dumps(record, sort_keys=True) + "\n")
     return 0
 
