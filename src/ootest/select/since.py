@@ -24,6 +24,7 @@ new evidence line with ``changed`` saying why it was decided again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -113,14 +114,12 @@ class _Sidecar:
         import mmap
 
         self.path = sidecar_path(config)
-        self._file: BinaryIO | None = None
         self.data: bytes | mmap.mmap = b""
         try:
-            self._file = open(self.path, "rb")  # closed by close()
-            if os.fstat(self._file.fileno()).st_size:
-                self.data = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+            with open(self.path, "rb") as fh:  # the map keeps its own descriptor
+                if os.fstat(fh.fileno()).st_size:
+                    self.data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         except OSError as e:
-            self.close()
             raise UserError(
                 f"{self.path}: expected the evidence file 'ootest select run' wrote next to "
                 f"{config.name}; cannot read it: {e.strerror or e}"
@@ -264,11 +263,19 @@ class _Sidecar:
     def write_to(self, f: BinaryIO) -> None:
         """Write the edited sidecar to ``f`` (unbuffered, when it has a file
         descriptor: kept stretches are copied by the kernel into its position)."""
-        src = self._file.fileno() if self._file is not None else -1
-        try:
-            dst = f.fileno() if src >= 0 and hasattr(os, "copy_file_range") else -1
-        except (OSError, ValueError):  # io.BytesIO and the like
-            dst = -1
+        with contextlib.ExitStack() as stack:
+            src = dst = -1
+            try:
+                if hasattr(os, "copy_file_range") and self.data:
+                    dst = f.fileno()
+                    src = stack.enter_context(open(self.path, "rb")).fileno()
+                    if os.fstat(src).st_size != len(self.data):  # replaced since: map only
+                        dst = -1
+            except (OSError, ValueError):  # io.BytesIO and the like
+                dst = -1
+            self._write(f, src, dst)
+
+    def _write(self, f: BinaryIO, src: int, dst: int) -> None:
         new: list[bytes] = []
         for data, start, end in self._pieces():
             if data is not None:
@@ -306,9 +313,6 @@ class _Sidecar:
         if isinstance(self.data, mmap.mmap):
             self.data.close()
         self.data = b""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
 
 
 def _write_all(f: BinaryIO, data: bytes) -> None:
