@@ -505,3 +505,25 @@ def test_the_sidecar_is_edited_by_binary_search_like_a_sorted_dict(tmp_path: Pat
         line = json.dumps({"decision": {"mode": "skip", "variant_id": v}, "x": 1})
         side.edits[v], want[v] = line.encode(), line
     assert side.text().decode() == "".join(want[v] + "\n" for v in sorted(want) if want[v])
+
+
+def test_the_sidecar_written_to_a_file_is_its_edited_text(tmp_path: Path) -> None:
+    # write_to copies kept stretches file to file (copy_file_range where the file
+    # system has it); the bytes must be those text() builds in memory
+    from ootest.select.since import _Sidecar
+
+    names = sorted(f"t{i:03d}.py::T::test_a[x={j}]" for i in range(40) for j in range(30))
+    rows = {v: json.dumps({"decision": {"mode": "skip", "variant_id": v}}) for v in names}
+    (tmp_path / "s.evidence.jsonl").write_text("".join(rows[v] + "\n" for v in names))
+    side = _Sidecar(tmp_path / "s.yaml")
+    want = dict(rows)
+    for v in names[1::97]:
+        side.edits[v], want[v] = None, ""
+    for v in [names[0], names[5], names[6], "t999.py::T::new", *names[500:520]]:
+        line = json.dumps({"decision": {"mode": "xfail", "variant_id": v}})
+        side.edits[v], want[v] = line.encode(), line
+    with open(tmp_path / "out.jsonl", "wb", buffering=0) as f:
+        side.write_to(f)
+    side.close()
+    text = "".join(want[v] + "\n" for v in sorted(want) if want[v])
+    assert (tmp_path / "out.jsonl").read_text() == text

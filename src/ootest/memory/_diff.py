@@ -119,14 +119,23 @@ def _diff(o: sqlite3.Connection, n: sqlite3.Connection) -> IndexDiff:
         old_total=int(n.execute(count.format("old")).fetchone()[0]),
         new_total=int(n.execute(count.format("main")).fetchone()[0]),
     )
-    only = "SELECT id FROM {a}.variants WHERE id NOT IN (SELECT id FROM {b}.variants) ORDER BY id"
-    d.added = [str(r[0]) for r in n.execute(only.format(a="main", b="old"))]
-    d.removed = [str(r[0]) for r in n.execute(only.format(a="old", b="main"))]
-    rows = n.execute(
-        "SELECT m.id, v.op, v.module, v.entry_fp, m.op, m.module, m.entry_fp "
-        "FROM main.variants m JOIN old.variants v ON v.id = m.id "
-        "WHERE v.fingerprint != m.fingerprint ORDER BY m.id"
-    ).fetchall()
+    d.removed = [
+        str(r[0])
+        for r in n.execute(
+            "SELECT id FROM old.variants WHERE id NOT IN (SELECT id FROM main.variants) ORDER BY id"
+        )
+    ]
+    # added and modified in one pass over the new table (a second pass cost as much)
+    rows: list[tuple[Any, ...]] = []
+    for r in n.execute(
+        "SELECT m.id, v.id IS NULL, v.op, v.module, v.entry_fp, m.op, m.module, m.entry_fp "
+        "FROM main.variants m LEFT JOIN old.variants v ON v.id = m.id "
+        "WHERE v.id IS NULL OR v.fingerprint != m.fingerprint ORDER BY m.id"
+    ):
+        if r[1]:
+            d.added.append(str(r[0]))
+        else:
+            rows.append((r[0], *r[2:]))
     keys = {template_of(str(r[0])) for r in rows}
     t_old, t_new = _templates(o, keys), _templates(n, keys)
     for k, oop, omod, ofp, nop, nmod, nfp in rows:

@@ -498,7 +498,7 @@ class _Lines:
             out += [x for op, x in self._at(i) if op != "-"]
             prev = i + 1
         out += self.lines[prev:]
-        return "".join(x + "\n" for x in out)
+        return "\n".join(out) + "\n" if out else ""
 
     def diff(self, a: str, b: str, context: int = 3) -> str:
         """The edits as a unified diff (what ``diff -u`` prints), built from the
