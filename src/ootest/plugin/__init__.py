@@ -1,8 +1,11 @@
 """The ``ootest`` pytest plugin entry module (registered through ``pytest11``).
 
-Thin on purpose: it declares options and, only when a config or a device is
-given, registers the stateful :class:`ootest.plugin._core.OotestPlugin`. It never
-imports torch at module level.
+Thin on purpose: it declares options and, only when a config, a device or
+another ootest option is given, registers the stateful
+:class:`ootest.plugin._core.OotestPlugin`, which registers the plugins for the
+other jobs asked for (``recorder``, ``isolation``, ``selector``, ``dump``,
+``opcapture``; they share state through ``keys``). It never imports torch at
+module level.
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
-"""The stateful ootest plugin: device activation, outcomes, marks, results."""
+"""The stateful ootest plugin: deciding every collected variant (outcome marks,
+axis marks, precision), and registering the plugins for the other jobs a session
+asks for (results, isolation, shards and resume, the variant dump, op capture)."""
 
 from __future__ import annotations
 
 import contextlib
-import faulthandler
 import gc
 import os
-import sys
-import time
-from collections import Counter
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -25,7 +23,18 @@ from ootest.plugin import marks as mk
 from ootest.plugin.dump import VariantDump
 from ootest.plugin.inject import CALL_TAGS, Injector
 from ootest.plugin.inject import install as install_injection
-from ootest.plugin.keys import FACTS, OUTCOME
+from ootest.plugin.isolation import Isolation
+from ootest.plugin.keys import (
+    COLLECTION,
+    FACTS,
+    OUTCOME,
+    Collection,
+    FileStats,
+    is_controller,
+    item_node_id,
+    module_node_id,
+    result_fields,
+)
 from ootest.plugin.plan import (
     Facts,
     FileRule,
@@ -35,23 +44,12 @@ from ootest.plugin.plan import (
     plan_cache_disabled,
     record_from_data,
 )
+from ootest.plugin.recorder import Recorder
 from ootest.plugin.selector import Selector
 from ootest.plugin.variant import variant_from_item
-from ootest.record import crash
 from ootest.record.crash import die_with_parent
-from ootest.record.identity import FileKeys, env_roots, node_id
-from ootest.record.results import (
-    ERROR,
-    FAILED,
-    PASSED,
-    SKIPPED,
-    XFAILED,
-    XPASSED,
-    XPASSED_STRICT,
-    Appender,
-    result_record,
-    state_dir,
-)
+from ootest.record.identity import FileKeys, env_roots
+from ootest.record.results import state_dir
 
 if TYPE_CHECKING:  # pydantic and PyYAML load only when a config must be read
     from ootest.config.resolved import Config, ResolvedFile
@@ -62,12 +60,6 @@ _ONLY_FOR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
 _FOR_CUSTOM = "PYTORCH_TESTING_DEVICE_FOR_CUSTOM"
 
 
-@dataclass
-class FileStats:
-    collected: int = 0
-    device_variants: int = 0
-
-
 @dataclass(eq=False)  # pluggy needs plugins hashable by identity
 class OotestPlugin:
     config: pytest.Config
@@ -76,23 +68,13 @@ class OotestPlugin:
     plan: Plan | None
     cache: PlanCache | None
     device: DeviceSpec | None
-    keys: FileKeys = field(default_factory=FileKeys)  # see Note [File keys]
+    collection: Collection  # also in config.stash[COLLECTION], for the other plugins
     ctx: Context = field(default_factory=Context.current)
-    results_path: Path | None = None
-    stats: dict[str, FileStats] = field(default_factory=dict)  # by file key
     used_patterns: set[int] = field(default_factory=set)  # Plan pattern ids
     seen_files: set[str] = field(default_factory=set)  # normalized paths
     registered_marks: dict[str, pytest.MarkDecorator] = field(default_factory=dict)
     _resolved: dict[str, ResolvedFile | None] = field(default_factory=dict)
     _marks_by_axes: dict[tuple[Any, ...], tuple[str, ...]] = field(default_factory=dict)
-    reused: int = 0  # variants whose record came from the plan cache
-    computed: int = 0  # variants derived and decided in this run
-    outcomes: Counter[str] = field(default_factory=Counter)
-    timeout: float | None = None
-    state_dir: Path | None = None
-    _out: Appender | None = None
-    _fault_fh: Any = None
-    _inflight: Path | None = None
     _outcome_marks: dict[tuple[str, str], pytest.MarkDecorator] = field(default_factory=dict)
     _decided: list[pytest.Item] = field(default_factory=list)  # items with stashed records
     op_marks: dict[str, tuple[str, ...]] | None = None  # variant ID -> aten__ marks (--ootest-ops)
@@ -100,8 +82,6 @@ class OotestPlugin:
     # What this session changed outside itself (the environment, torch's parametrizers),
     # undone at unconfigure: see Note [Session-scoped changes].
     restore: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
-    run_id: str | None = None  # the 'ootest run' this session belongs to
-    started: str = "fresh"  # or "forked" from the fork server (Note [Fork server])
 
     # ------------------------------------------------------------------ setup
     @classmethod
@@ -179,6 +159,8 @@ class OotestPlugin:
             keys = file_keys(Path(plan.source), (t for t, _ in plan.resolved))
         else:
             keys = FileKeys.from_env()
+        collection = Collection(keys, spec.name if spec else None)
+        config.stash[COLLECTION] = collection
         plugin = cls(
             config=config,
             cfg_path=cfg_path,
@@ -186,16 +168,17 @@ class OotestPlugin:
             plan=plan,
             cache=cache,
             device=spec,
-            keys=keys,
+            collection=collection,
             ctx=ctx,
-            results_path=Path(results) if results else None,
-            timeout=float(timeout) if timeout else None,
-            state_dir=Path(state) if state else None,
             restore=restore,
-            # not for grandchildren (pytest-xdist workers): they are started afresh
-            run_id=os.environ.get("OOTEST_RUN_ID"),
-            started=os.environ.pop("OOTEST_STARTED", "fresh"),
         )
+        run_id = os.environ.get("OOTEST_RUN_ID")
+        # not for grandchildren (pytest-xdist workers): they are started afresh
+        started = os.environ.pop("OOTEST_STARTED", "fresh")
+        state_path = Path(state) if state else None
+        if results:
+            recorder = Recorder(Path(results), state_path, run_id, started)
+            config.pluginmanager.register(recorder, "ootest-results")
         ops_db, given_by = getattr(ns, "ootest_ops", None), "--ootest-ops"
         if not ops_db and plan is not None and plan.op_map:
             ops_db, given_by = plan.op_map, f"{plan.source}: op_map"
@@ -218,45 +201,23 @@ class OotestPlugin:
             from ootest.plugin.opcapture import OpCapture
 
             config.pluginmanager.register(OpCapture(Path(capture), plugin), "ootest-ops-capture")
-        selector = Selector.create(ns, keys, plugin.run_id)
+        selector = Selector.create(ns, keys, run_id)
         if selector is not None:
             config.pluginmanager.register(selector, "ootest-selector")
+        if state_path is not None or timeout:
+            # registered after the op capture: its timeout covers the capture's work too
+            isolation = Isolation(state_path, float(timeout) if timeout else None, keys)
+            config.pluginmanager.register(isolation, "ootest-isolation")
         return plugin
 
-    # Roles under pytest-xdist: the controller reports and never runs tests;
-    # workers run tests and never write results (the controller gets their reports).
     @property
-    def is_worker(self) -> bool:
-        return hasattr(self.config, "workerinput")
-
-    @property
-    def worker(self) -> str:
-        return crash.worker_id(getattr(self.config, "workerinput", None))
-
-    @property
-    def is_controller(self) -> bool:
-        return not self.is_worker and getattr(self.config.option, "dist", "no") != "no"
+    def keys(self) -> FileKeys:  # see Note [File keys]
+        return self.collection.keys
 
     def pytest_configure(self, config: pytest.Config) -> None:
-        if self.results_path is not None:
-            self._out = Appender(self.results_path)
-        if self.is_controller and getattr(config.option, "maxworkerrestart", 0) is None:
+        if is_controller(config) and getattr(config.option, "maxworkerrestart", 0) is None:
             # A young backend may crash many tests; each crash costs one worker.
             config.option.maxworkerrestart = "100000"
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if self.is_controller or self.state_dir is None:
-            return
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        wid = self.worker
-        self._inflight = crash.inflight_path(self.state_dir, wid)
-        self._fault_fh = open(self.state_dir / f"fault-{wid}-{os.getpid()}.log", "w")
-        faulthandler.enable(file=self._fault_fh, all_threads=True)
-
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if self._out is not None and not self.is_worker:
-            self._out.write({"kind": "finish", "exitstatus": int(exitstatus), "time": time.time()})
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -270,24 +231,6 @@ class OotestPlugin:
         self.cfg = self.plan = self.cache = None
         self._resolved.clear()
         self.restore.close()
-        if self._out is not None:
-            self._out.close()
-        if self._fault_fh is not None:
-            faulthandler.disable()
-            self._fault_fh.close()
-            with contextlib.suppress(OSError):
-                if os.path.getsize(self._fault_fh.name) == 0:
-                    os.unlink(self._fault_fh.name)
-
-    def _track(self, data: dict[str, Any]) -> None:
-        if self._inflight is not None:
-            data.update(
-                start=time.time(),
-                worker=self.worker,
-                timeout=self.timeout,
-                fault_log=self._fault_fh.name if self._fault_fh is not None else None,
-            )
-            crash.write_inflight(self._inflight, data)
 
     # -------------------------------------------------------------- collection
     def _rule(self, key: str) -> FileRule | None:
@@ -333,33 +276,16 @@ class OotestPlugin:
         if not isinstance(collector, pytest.Module):
             return (yield)
         key = self.keys.key(collector.path)
-        arg = self._node_id(collector.nodeid, collector.nodeid, collector.path)
-        if self._inflight is not None:
-            self._track({"phase": "collect", "nodeid": arg, "variant_id": key, "file": key})
-        try:
-            report = yield from self._collect_module(collector, key)
-            # the controller (pytest-xdist) sees only the report: it carries the identity
-            report.ootest_file, report.ootest_nodeid = key, arg
-            return report
-        finally:
-            if self._inflight is not None:
-                crash.clear_inflight(self._inflight)
-
-    def _node_id(self, nodeid: str, module_nodeid: str, path: Path) -> str:
-        """A node ID pytest accepts back (see Note [Node IDs])."""
-        inv = str(self.config.invocation_params.dir)
-        return node_id(nodeid, module_nodeid, str(path), str(self.config.rootpath), inv)
-
-    def item_node_id(self, item: pytest.Item) -> str:
-        mod = item.getparent(pytest.Module)
-        if mod is None:
-            return item.nodeid
-        return self._node_id(item.nodeid, mod.nodeid, mod.path)
+        arg = module_node_id(self.config, collector.nodeid, collector.nodeid, collector.path)
+        report = yield from self._collect_module(collector, key)
+        # the controller (pytest-xdist) sees only the report: it carries the identity
+        report.ootest_file, report.ootest_nodeid = key, arg
+        return report
 
     def _collect_module(self, collector: pytest.Collector, key: str) -> Generator[None, Any, Any]:
         rule = self._rule(norm(collector.path))
         if rule is not None:
-            self.stats.setdefault(key, FileStats())  # counted even if empty
+            self.collection.stats.setdefault(key, FileStats())  # counted even if empty
         if rule is None or rule.device_restrictions != "bypass" or self.device is None:
             return (yield)
         with self._bypass_env():
@@ -414,16 +340,16 @@ class OotestPlugin:
                 st = None
                 if rule is not None:
                     self.seen_files.add(key)
-                    st = self.stats.setdefault(rel, FileStats())
+                    st = self.collection.stats.setdefault(rel, FileStats())
                 cached = cache.records(key) if cache is not None else None
                 known = per_path[item.path] = (key, rel, rule, st, cached)
             key, rel, rule, st, cached = known
             raw = cached.get(item.nodeid) if cached is not None else None
             if raw is not None:
                 rec = record_from_data(raw)
-                self.reused += 1
+                self.collection.reused += 1
             else:
-                self.computed += 1
+                self.collection.computed += 1
                 rec = self._compute(item, rel, names, key if rule is not None else None)
                 if cache is not None and self.plan is not None:
                     cache.add(key, item.nodeid, rec)
@@ -458,7 +384,7 @@ class OotestPlugin:
         drop: list[pytest.Item] = []
         for item in items:
             mod = item.getparent(pytest.Module)
-            spellings = [self.item_node_id(item)]
+            spellings = [item_node_id(item)]
             if mod is not None and item.nodeid.startswith(mod.nodeid):  # the absolute form
                 spellings.append(os.path.realpath(mod.path) + item.nodeid[len(mod.nodeid) :])
             hit = any(n.startswith(prefixes) for n in spellings)
@@ -553,94 +479,9 @@ class OotestPlugin:
                     out.append(self.plan.patterns[pid])
         return out
 
+    @pytest.hookimpl(tryfirst=True)  # before the plugins that report stale names
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if self._out is None or self.is_controller:
-            return
-        now = time.time()
-        for key, st in sorted(self.stats.items()):
-            self._out.write(
-                {
-                    "kind": "collection",
-                    "file": key,
-                    "collected": st.collected,
-                    "device_variants": st.device_variants,
-                    "device": self.device.name if self.device else None,
-                    "time": now,
-                }
-            )
-        selector = self.config.pluginmanager.get_plugin("ootest-selector")
-        if not (isinstance(selector, Selector) and selector.skipped):
-            # A session that left finished files out cannot tell a stale name from one
-            # that matched only there; the session that collected them said it.
-            for origin, name in self.stale_patterns():
-                self._out.write({"kind": "stale", "origin": origin, "name": name, "time": now})
-        files = Counter(dict.fromkeys(self.stats, 0))
-        files.update(
-            f.file if (f := item.stash.get(FACTS, None)) is not None else self.keys.key(item.path)
-            for item in session.items
-        )
-        self._out.write(
-            {
-                "kind": "session",
-                "selected": len(session.items),
-                "files": dict(files),
-                "plan": {"reused": self.reused, "computed": self.computed},
-                "worker": self.worker,
-                "pid": os.getpid(),
-                "run": self.run_id,
-                "started": self.started,
-                "time": now,
-            }
-        )
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        # A file that cannot be imported (e.g. an upstream file needing a newer torch)
-        # is one clear error result; one that skips itself at import (a module-level
-        # SkipTest, "requires CUDA") one skipped result. The other files still run.
-        if self._out is None or self.is_worker or not (report.failed or report.skipped):
-            return
-        if report.skipped:
-            lr = report.longrepr
-            why = str(lr[2]) if isinstance(lr, tuple) and len(lr) == 3 else str(lr)
-            outcome, message = (
-                SKIPPED,
-                "module skipped at import: " + why.removeprefix("Skipped: "),
-            )
-        else:
-            outcome, message = ERROR, "collection failed: " + str(report.longrepr)[-3000:]
-        self.outcomes[outcome] += 1
-        key = str(getattr(report, "ootest_file", None) or report.fspath)
-        self._out.write(
-            result_record(
-                outcome,
-                nodeid=str(getattr(report, "ootest_nodeid", None) or report.nodeid),
-                variant_id=key,
-                file=key,
-                phase="collect",
-                mode=None,
-                reason=message if outcome == SKIPPED else None,
-                message=message,
-            )
-        )
-
-    # ----------------------------------------------------------------- running
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(
-        self, item: pytest.Item, nextitem: pytest.Item | None
-    ) -> Generator[None, Any, Any]:
-        if self._inflight is not None:
-            self._track({"phase": "run", "pytest_nodeid": item.nodeid, **_fields(item, self)})
-        if self.timeout:
-            faulthandler.dump_traceback_later(
-                self.timeout, exit=True, file=self._fault_fh or sys.stderr
-            )
-        try:
-            return (yield)
-        finally:
-            if self.timeout:
-                faulthandler.cancel_dump_traceback_later()
-            if self._inflight is not None:
-                crash.clear_inflight(self._inflight)
+        self.collection.stale = self.stale_patterns()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
@@ -662,63 +503,10 @@ class OotestPlugin:
             if hasattr(tc, "rel_tol"):
                 tc.rel_tol = saved[1]
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if self.is_worker:
-            return
-        if str(report.when) == "???" and "crashed while running" in str(report.longrepr):
-            rec = self._xdist_crash(report)  # a pytest-xdist worker died in this test
-        else:
-            outcome = classify(report)
-            if outcome is None:
-                return
-            rec = self._record(report, outcome)
-        self.outcomes[rec["outcome"]] += 1
-        if self._out is not None:
-            self._out.write(rec)
-
-    def _xdist_crash(self, report: pytest.TestReport) -> dict[str, Any]:
-        gateway = getattr(getattr(report, "node", None), "gateway", None)
-        wid = str(getattr(gateway, "id", "?"))
-        inflight = None
-        if self.state_dir is not None:
-            inflight = crash.read_inflight(crash.inflight_path(self.state_dir, wid))
-        if inflight is None or inflight.get("pytest_nodeid") != report.nodeid:
-            # nothing known about the test beyond what pytest-xdist says
-            file = report.fspath or report.nodeid.split("::")[0]
-            inflight = {"nodeid": report.nodeid, "variant_id": report.nodeid, "file": file}
-            inflight["mode"] = None
-        rec = crash.crash_record(inflight)
-        rec["message"] = f"pytest-xdist worker {wid}: {rec['message']}"
-        return rec
-
-    def _record(self, report: pytest.TestReport, outcome: str) -> dict[str, Any]:
-        props = {
-            k[len("ootest_") :]: v
-            for k, v in report.user_properties
-            if isinstance(k, str) and k.startswith("ootest_")
-        }
-        return result_record(
-            outcome,
-            nodeid=str(props.get("nodeid", report.nodeid)),
-            variant_id=str(props.get("variant_id", report.nodeid)),
-            file=str(props.get("file", report.fspath)),
-            mode=props.get("mode"),
-            bucket=props.get("bucket"),
-            reason=props.get("reason"),
-            issue=props.get("issue"),
-            origin=props.get("origin"),
-            op=props.get("op"),
-            dtype=props.get("dtype"),
-            device_variant=props.get("device_variant", False),
-            capable=props.get("capable", False),
-            where=_where(report),
-            duration=report.duration,
-            message=_excerpt(report),
-        )
-
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        fields = _fields(item, self)
+        # on the report, for the results file and for a pytest-xdist controller
+        fields = result_fields(item)
         if fields:
             item.user_properties.extend((f"ootest_{k}", v) for k, v in fields.items())
 
@@ -730,15 +518,15 @@ class OotestPlugin:
         if self.config.option.verbose > 0:
             where = f"cached in {self.cache.path}" if self.cache else "not cached"
             tr.write_line(
-                f"ootest: plan {where}: {self.reused} variants from the cache, "
-                f"{self.computed} derived and decided now"
+                f"ootest: plan {where}: {self.collection.reused} variants from the cache, "
+                f"{self.collection.computed} derived and decided now"
                 + ("" if self.cfg is None else " (config loaded)")
             )
         for w in self.plan.warnings:
             tr.write_line(f"ootest: note: {w}", yellow=True)
         for line in self.selection.summary() if self.selection is not None else ():
             tr.write_line(f"ootest: {line}")
-        for key, st in sorted(self.stats.items()):
+        for key, st in sorted(self.collection.stats.items()):
             if self.device is not None and st.device_variants == 0:
                 tr.write_line(
                     f"ootest: WARNING: {key} instantiated no variant for device "
@@ -777,58 +565,3 @@ def _load(cfg_path: str) -> Config:
     finally:
         if was:
             gc.enable()
-
-
-def _fields(item: pytest.Item, plugin: OotestPlugin) -> dict[str, Any]:
-    """The result fields known before a test runs (its variant and its decision)."""
-    v = item.stash.get(FACTS, None)
-    if v is None:
-        return {}
-    out: dict[str, Any] = {"nodeid": plugin.item_node_id(item), **v._asdict()}
-    d = item.stash.get(OUTCOME, None)
-    if d is not None:
-        out.update(mode=d.mode, bucket=d.bucket, reason=d.reason, issue=d.issue, origin=d.origin)
-        if d.capable:
-            out["capable"] = True
-    return out
-
-
-def classify(report: pytest.TestReport) -> str | None:
-    """One outcome per test: from the call phase, or from setup/teardown when they decide it."""
-    wasxfail = hasattr(report, "wasxfail")
-    if report.when == "call":
-        if report.passed:
-            return XPASSED if wasxfail else PASSED
-        if report.skipped:
-            return XFAILED if wasxfail else SKIPPED
-        text = str(report.longrepr) if report.longrepr is not None else ""
-        return XPASSED_STRICT if text.startswith("[XPASS(strict)]") else FAILED
-    if report.when == "setup":
-        if report.skipped:
-            return XFAILED if wasxfail else SKIPPED
-        if report.failed:
-            return ERROR
-        return None
-    if report.failed:  # teardown
-        return ERROR
-    return None
-
-
-def _where(report: pytest.TestReport) -> str | None:
-    """``file.py:line`` where a failure was raised (the innermost frame pytest shows)."""
-    crash = getattr(report.longrepr, "reprcrash", None) if report.failed else None
-    if crash is None:
-        return None
-    return f"{os.path.basename(str(crash.path))}:{crash.lineno}"
-
-
-def _excerpt(report: pytest.TestReport | pytest.CollectReport) -> str | None:
-    if report.passed:
-        return None
-    lr = report.longrepr
-    if isinstance(lr, tuple) and len(lr) == 3:
-        return str(lr[2])[:500]
-    crash = getattr(lr, "reprcrash", None)
-    if crash is not None:
-        return str(crash.message)[:500]
-    return str(lr)[-500:] if lr is not None else None

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ootest.plugin.keys import OUTCOME
+from ootest.plugin.keys import OUTCOME, item_node_id
 from ootest.plugin.variant import variant_from_item
 from ootest.record.results import Appender
 
@@ -58,7 +58,7 @@ class VariantDump:
                 {
                     "kind": "variant",
                     "variant_id": v.variant_id,
-                    "nodeid": core.item_node_id(item),
+                    "nodeid": item_node_id(item),
                     "file": v.file,
                     "cls": v.cls,
                     "method": v.method,

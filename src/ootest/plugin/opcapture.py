@@ -120,13 +120,13 @@ class OpCapture:
     def pytest_runtest_protocol(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, Any, Any]:
-        from ootest.plugin.keys import FACTS
+        from ootest.plugin.keys import FACTS, item_node_id
 
         facts = item.stash.get(FACTS, None)
         if self.out is None or self.mode is None or facts is None:
             return (yield)
         self.variant, self.file = facts.variant_id, facts.file
-        self.nodeid = self.core.item_node_id(item)
+        self.nodeid = item_node_id(item)
         self.outcome = None
         self.mode.start()
         obj = getattr(item, "obj", None)
@@ -139,7 +139,7 @@ class OpCapture:
             self._finish()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from ootest.plugin._core import classify
+        from ootest.plugin.recorder import classify
 
         if self.variant is None:
             return
