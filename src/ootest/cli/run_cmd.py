@@ -19,10 +19,16 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ootest.cache import WORK_DIR
 from ootest.errors import EXIT_FAILED, EXIT_GUARD, EXIT_OK, EXIT_USAGE, UserError
+
+if TYPE_CHECKING:
+    from ootest.config.resolved import Config
+    from ootest.record.results import RunData
+    from ootest.record.shard import ShardSpec
+    from ootest.runner.supervise import Attempt, Supervisor
 
 DEFAULT_DIR = WORK_DIR
 
@@ -122,65 +128,36 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+@dataclass
+class _Prepared:
+    """Where a run reads and writes, and how long a test may take."""
+
+    outputs: Outputs
+    baseline: Path | None
+    state: Path
+    timeout: float | None
+    shard: ShardSpec | None
+
+
 def run(args: argparse.Namespace) -> int:
+    """Prepare the paths, build the pytest command, supervise it, give the verdict."""
     from ootest.config.load import load_config
-    from ootest.config.paths import file_keys
-    from ootest.record.results import RunData, blocking, read_records, state_dir
-    from ootest.record.shard import ShardSpec
-    from ootest.runner import guard
-    from ootest.runner.render import print_summary, write_html, write_junit
+    from ootest.record.results import RunData, read_records
     from ootest.runner.supervise import ForkPlan, Supervisor
 
     cfg = load_config(args.config)
-    shard = ShardSpec.parse(args.shard) if args.shard else None
-    if args.guard_threshold < 0 or args.guard_threshold >= 1:
-        raise UserError(f"--guard-threshold: expected 0 <= F < 1; found {args.guard_threshold}")
-    # Everything a run writes goes next to its results file (the reports, the log,
-    # the state folder and the baseline): a run given --results writes nowhere else.
-    if args.resume and args.results and Path(args.results) != Path(args.resume):
-        raise UserError("--resume PATH continues PATH itself; do not also pass --results")
-    outputs = output_paths(args)
-    results = outputs.results
-    baseline = Path(args.baseline) if args.baseline else None
-    if args.resume:
-        if not results.exists():
-            raise UserError(f"--resume {results}: no such results file")
-    else:
-        if results.exists():
-            previous = results.with_name("previous.jsonl")
-            if not args.results and RunData.from_records(read_records(results)).results:
-                shutil.move(results, previous)  # the default baseline
-            else:  # an explicit path is overwritten; a run that never started is no baseline
-                results.unlink()
-        if baseline is None and not args.results and results.with_name("previous.jsonl").exists():
-            baseline = results.with_name("previous.jsonl")
-    if baseline is not None and not baseline.exists():
-        raise UserError(f"--baseline {baseline}: no such results file")
-    state = state_dir(results)
-    timeout = args.timeout if args.timeout is not None else cfg.suite.timeout
-    if timeout is not None and timeout <= 0:
-        raise UserError(f"--timeout: expected a positive number of seconds; found {timeout}")
-
+    prep = _prepare(args, cfg)
     files = list(dict.fromkeys(str(rf.path) for rf in cfg.files))
-    cmd = [sys.executable, "-m", "pytest", *files, "--ootest-config", str(cfg.source)]
-    cmd += ["-p", "no:cacheprovider", "-p", "no:faulthandler", "--continue-on-collection-errors"]
-    cmd += ["-rN", "-v" if args.show_output else "-q"]
-    if args.device:
-        cmd += ["--ootest-device", args.device]
-    if timeout:
-        cmd += ["--ootest-timeout", str(timeout)]
-    if shard is not None:
-        cmd += ["--ootest-shard", str(shard)]
-        for d in args.durations or ([str(baseline)] if baseline else []):
-            cmd += ["--ootest-durations", d]
-    cmd += args.pytest_args
+    cmd = _pytest_command(args, cfg, prep, files)
 
-    log = outputs.log
+    results, log = prep.outputs.results, prep.outputs.log
     if log is not None and log.exists() and not args.resume:
         log.unlink()
-    what = f"shard {shard} of " if shard else ""
+    what = f"shard {prep.shard} of " if prep.shard else ""
     print(f"ootest: running {what}{len(files)} file(s) from {cfg.source}", flush=True)
-    sup = Supervisor(pytest_cmd=cmd, results=results, state=state, log=log, timeout=timeout or None)
+    sup = Supervisor(
+        pytest_cmd=cmd, results=results, state=prep.state, log=log, timeout=prep.timeout or None
+    )
     device = args.device or os.environ.get("OOTEST_DEVICE") or cfg.suite.device
     emu = device is None or device == "emu" or device.startswith("emu:")
     if args.fork == "on" or (args.fork == "auto" and emu):
@@ -203,6 +180,76 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    return _verdict(args, cfg, prep, sup, last, data)
+
+
+def _prepare(args: argparse.Namespace, cfg: Config) -> _Prepared:
+    """Check the options and settle the paths. Everything a run writes (reports,
+    log, state folder, baseline) goes next to its results file: a run given
+    --results writes nowhere else."""
+    from ootest.record.results import RunData, read_records, state_dir
+    from ootest.record.shard import ShardSpec
+
+    shard = ShardSpec.parse(args.shard) if args.shard else None
+    if args.guard_threshold < 0 or args.guard_threshold >= 1:
+        raise UserError(f"--guard-threshold: expected 0 <= F < 1; found {args.guard_threshold}")
+    if args.resume and args.results and Path(args.results) != Path(args.resume):
+        raise UserError("--resume PATH continues PATH itself; do not also pass --results")
+    outputs = output_paths(args)
+    results = outputs.results
+    baseline = Path(args.baseline) if args.baseline else None
+    if args.resume:
+        if not results.exists():
+            raise UserError(f"--resume {results}: no such results file")
+    else:
+        if results.exists():
+            previous = results.with_name("previous.jsonl")
+            if not args.results and RunData.from_records(read_records(results)).results:
+                shutil.move(results, previous)  # the default baseline
+            else:  # an explicit path is overwritten; a run that never started is no baseline
+                results.unlink()
+        if baseline is None and not args.results and results.with_name("previous.jsonl").exists():
+            baseline = results.with_name("previous.jsonl")
+    if baseline is not None and not baseline.exists():
+        raise UserError(f"--baseline {baseline}: no such results file")
+    timeout = args.timeout if args.timeout is not None else cfg.suite.timeout
+    if timeout is not None and timeout <= 0:
+        raise UserError(f"--timeout: expected a positive number of seconds; found {timeout}")
+    return _Prepared(outputs, baseline, state_dir(results), timeout, shard)
+
+
+def _pytest_command(
+    args: argparse.Namespace, cfg: Config, prep: _Prepared, files: list[str]
+) -> list[str]:
+    cmd = [sys.executable, "-m", "pytest", *files, "--ootest-config", str(cfg.source)]
+    cmd += ["-p", "no:cacheprovider", "-p", "no:faulthandler", "--continue-on-collection-errors"]
+    cmd += ["-rN", "-v" if args.show_output else "-q"]
+    if args.device:
+        cmd += ["--ootest-device", args.device]
+    if prep.timeout:
+        cmd += ["--ootest-timeout", str(prep.timeout)]
+    if prep.shard is not None:
+        cmd += ["--ootest-shard", str(prep.shard)]
+        for d in args.durations or ([str(prep.baseline)] if prep.baseline else []):
+            cmd += ["--ootest-durations", d]
+    return cmd + list(args.pytest_args)
+
+
+def _verdict(
+    args: argparse.Namespace,
+    cfg: Config,
+    prep: _Prepared,
+    sup: Supervisor,
+    last: Attempt,
+    data: RunData,
+) -> int:
+    """Guard, reports and summary; then the exit code (see the module docstring)."""
+    from ootest.config.paths import file_keys
+    from ootest.record.results import RunData, blocking, read_records
+    from ootest.runner import guard
+    from ootest.runner.render import print_summary, write_html, write_junit
+
+    results, log, baseline = prep.outputs.results, prep.outputs.log, prep.baseline
     extra: list[str] = []
     crashes = [a.crash for a in sup.attempts if a.crash is not None]
     if crashes:
@@ -227,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
         device=bool(args.device or cfg.suite.device),
         threshold=args.guard_threshold,
     )
-    junit, html_path = outputs.junit, outputs.html
+    junit, html_path = prep.outputs.junit, prep.outputs.html
     write_junit(data, junit)
     write_html(data, html_path, f"ootest: {cfg.source.name}", trips)
     extra.append(f"JUnit: {junit}  HTML: {html_path}")
