@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ootest
+from tests.memory.trees import build_index
 
 pytestmark = pytest.mark.slow  # three builds that load emu and import torch in the children
 
@@ -73,23 +74,7 @@ def write(root: Path, *, add_extra: str = "", mul_sample: str = "sample_inputs_b
 
 
 def build(root: Path, db: Path) -> dict[str, object]:
-    r = ootest(
-        "index",
-        "build",
-        "--root",
-        str(root),
-        "--db",
-        str(db),
-        "--device",
-        "emu:full",
-        "--no-torch-db",
-        "--opdb",
-        "local_ops:local_op_db",
-        "--json",
-    )
-    assert r.returncode == 0, r.stderr
-    data: dict[str, object] = json.loads(r.stdout)
-    return data
+    return build_index(root, db, "--device", "emu:full")
 
 
 def diff(old: Path, new: Path) -> dict[str, object]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ootest
-from tests.memory.trees import vid, write_tree
+from tests.memory.trees import build_index, vid, write_tree
 
 pytestmark = pytest.mark.slow  # two builds that import torch: about a minute
 
@@ -30,23 +30,7 @@ class Built:
 
 
 def build(root: Path, db: Path) -> dict[str, object]:
-    r = ootest(
-        "index",
-        "build",
-        "--root",
-        str(root),
-        "--db",
-        str(db),
-        "--no-torch-db",
-        "--opdb",
-        "local_ops:local_op_db",
-        "--jobs",
-        "2",
-        "--json",
-    )
-    assert r.returncode == 0, r.stderr
-    data: dict[str, object] = json.loads(r.stdout)
-    return data
+    return build_index(root, db, "--jobs", "2")
 
 
 def ok(r: subprocess.CompletedProcess[str]) -> str:

@@ -10,7 +10,10 @@ count). ``test_broken.py`` fails to import in both.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from tests.conftest import ootest
 
 LOCAL_OPS = '''
 """A local op database: real OpInfo entries, as upstream writes them."""
@@ -260,3 +263,15 @@ def write_plain(root: Path, *, crash: bool = False) -> Path:
     if crash:
         (tests / "test_crash.py").write_text(CRASH)
     return tests
+
+
+def build_index(root: Path, db: Path, *extra: str) -> dict[str, object]:
+    """``ootest index build --json`` of ``root`` with the tree's local op database
+    (``local_ops:local_op_db``) instead of torch's; its JSON report."""
+    r = ootest(
+        "index", "build", "--root", str(root), "--db", str(db),
+        "--no-torch-db", "--opdb", "local_ops:local_op_db", "--json", *extra,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    data: dict[str, object] = json.loads(r.stdout)
+    return data

@@ -3,15 +3,6 @@
 from __future__ import annotations
 
 
-def backend_name(device: str) -> str:
-    """The privateuse1 backend name a ``--device`` value runs as (``emu[:profile]``
-    -> ``emu``, ``torch_spyre:spyre`` -> ``spyre``); pure, no import."""
-    text = device.strip()
-    if text == "emu" or text.startswith("emu:"):
-        return "emu"
-    return text.partition(":")[2]
-
-
 def check_device(device: str) -> None:
     """UserError unless ``device`` names an emu profile or an importable module (checked
     here, before any child starts; the children check it again when they load it)."""

@@ -30,7 +30,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ootest.device import backend_name
 from ootest.errors import UserError
 from ootest.memory._collect import CollectSettings, FileCollection, collect
 from ootest.memory._entries import Dump, EntryChanges, store_entries
@@ -49,6 +48,7 @@ from ootest.memory._rows import forget_file, forget_variants, load_imports, stor
 from ootest.memory._static import FileFacts, Import, dump_facts, load_facts, parse_file
 from ootest.memory._store import chunks, connect, read_meta, refresh_common_terms, write_meta
 from ootest.memory._variants import VariantWriter
+from ootest.record.identity import backend_name
 
 _IN_PROCESS_PARSE = 16  # fewer changed files than this: no process pool
 

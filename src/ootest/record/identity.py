@@ -43,6 +43,7 @@ from pathlib import Path
 __all__ = [
     "ROOT_VARS",
     "FileKeys",
+    "backend_name",
     "env_roots",
     "file_arg",
     "node_id",
@@ -166,3 +167,12 @@ def file_arg(path: str, invocation_dir: str) -> str:
     if _is_under(real, base):
         return os.path.relpath(real, base).replace(os.sep, "/")
     return real
+
+
+def backend_name(device: str) -> str:
+    """The privateuse1 backend name a ``--device`` value runs as (``emu[:profile]``
+    -> ``emu``, ``torch_spyre:spyre`` -> ``spyre``); pure, no import."""
+    text = device.strip()
+    if text == "emu" or text.startswith("emu:"):
+        return "emu"
+    return text.partition(":")[2]
