@@ -36,7 +36,6 @@ from ootest.config.model import (
     CasesDocument,
     Document,
     GlobalCaps,
-    RelayPolicy,
     Selectors,
     TestSuiteConfig,
     set_private,
@@ -45,6 +44,7 @@ from ootest.config.names import NamePattern, NameSyntaxError
 from ootest.config.resolved import Config, ResolvedFile
 from ootest.config.when import Context, holds
 from ootest.errors import ConfigError, Problem
+from ootest.relay.policy import RelayPolicy
 
 # libyaml's C loader when available: a 10,000-entry config loads in well under a second.
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

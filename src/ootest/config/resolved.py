@@ -17,7 +17,8 @@ from ootest.config.paths import norm
 from ootest.errors import Problem
 
 if TYPE_CHECKING:
-    from ootest.config.model import FileEntry, RelayPolicy, TestEntry, TestSuiteConfig
+    from ootest.config.model import FileEntry, TestEntry, TestSuiteConfig
+    from ootest.relay.policy import RelayPolicy
 
 __all__ = ["Candidate", "Config", "ResolvedFile"]
 

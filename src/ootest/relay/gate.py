@@ -15,10 +15,10 @@ import secrets
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ootest.config.model import RelayPolicy
 from ootest.errors import UserError
 from ootest.relay import limits, names
 from ootest.relay.limits import MAX_DEPTH, describe
+from ootest.relay.policy import RelayPolicy
 
 # Note [Payload bounds]
 # Everything in a dispatch that grows with its size is bounded before it costs
