@@ -522,6 +522,11 @@ _SHARED = {"names": ["t1", "t2"], "mode": "skip"}
         ),
         ("s: !!set {a, b}\n", {"s": {"a", "b"}}, False),  # a tagged mapping
         ("deep: [[[{k: [v]}]]]\n", {"deep": [[[{"k": ["v"]}]]]}, True),
+        (  # lists of strings, and lists that are not only strings, under a key
+            "t: {names: [a, 'b'], n: [a, 1, null], m: [a, [b]], e: []}\n",
+            {"t": {"names": ["a", "b"], "n": ["a", 1, None], "m": ["a", ["b"]], "e": []}},
+            True,
+        ),
     ],
 )
 def test_fast_yaml_build_equals_pyyaml(
@@ -540,6 +545,8 @@ def test_fast_yaml_build_equals_pyyaml(
         node = loader.get_single_node()
         if fast:
             assert L._construct(loader, node, 10_000)[0] == expected
+            if "&" not in text:  # the builder's path for files without anchors
+                assert L._construct(loader, node, 10_000, aliases=False)[0] == expected
         else:
             with pytest.raises(L._Unusual):
                 L._construct(loader, node, 10_000)

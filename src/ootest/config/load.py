@@ -48,6 +48,7 @@ from ootest.relay.policy import RelayPolicy
 
 # libyaml's C loader when available: a 10,000-entry config loads in well under a second.
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SCALAR, _SEQUENCE = yaml.ScalarNode, yaml.SequenceNode
 
 
 class _Loader(_Base):  # type: ignore[misc]
@@ -63,19 +64,21 @@ class _Loader(_Base):  # type: ignore[misc]
     ascend_resolver = tuple
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-        if not _ONE_FRAME:
-            return super().resolve(kind, value, implicit)
-        if kind is yaml.ScalarNode:
+        # 600,000 calls for 100,000 entries (a PyYAML unlike the one we know: see below)
+        if kind is _SCALAR:
             if implicit[0]:
                 for tag, regexp in _IMPLICIT.get(value[:1], ()):
                     if regexp.match(value):
                         return tag
-            return _STR
-        return _SEQ if kind is yaml.SequenceNode else _MAP
+            return "tag:yaml.org,2002:str"
+        if kind is _SEQUENCE:
+            return "tag:yaml.org,2002:seq"
+        return "tag:yaml.org,2002:map"
 
 
 _IMPLICIT: dict[str, list[tuple[str, Any]]] = _Base.yaml_implicit_resolvers
-_ONE_FRAME = None not in _IMPLICIT and not _Base.yaml_path_resolvers
+if None in _IMPLICIT or _Base.yaml_path_resolvers:  # a PyYAML unlike the one we know
+    del _Loader.resolve
 
 
 Loc = tuple[int | str, ...]
@@ -469,7 +472,10 @@ def _parse(path: Path, raw: bytes) -> tuple[Any, Any]:
         node = loader.get_single_node()
         nodes = _limit(*MAX_NODES)
         try:
-            data, dups = _construct(loader, node, nodes) if node is not None else (None, False)
+            aliases = b"&" in raw  # an alias needs an anchor
+            data, dups = (
+                _construct(loader, node, nodes, aliases) if node is not None else (None, False)
+            )
         except _Unusual:  # merge keys, tags, complex keys: PyYAML's own constructor
             _check_tree(node, nodes)
             data, dups = loader.construct_document(node), True
@@ -624,7 +630,7 @@ class _Unusual(Exception):
     """A node the fast builder leaves to PyYAML's constructor."""
 
 
-def _construct(loader: Any, root: Any, limit: int) -> tuple[Any, bool]:
+def _construct(loader: Any, root: Any, limit: int, aliases: bool = True) -> tuple[Any, bool]:
     """(data, whether some mapping repeats a key) of a composed document, within
     the bounds of Note [Config bounds] (``limit`` values once aliases are expanded).
 
@@ -632,7 +638,9 @@ def _construct(loader: Any, root: Any, limit: int) -> tuple[Any, bool]:
     plain strings, lists and dicts (nearly all of a config) directly, other
     scalars (ints, bools, nulls, ...) by PyYAML's resolver-driven constructors.
     About three times faster on a 10,000-entry config. Anything unusual (merge
-    keys, explicit tags, complex keys) raises :class:`_Unusual`.
+    keys, explicit tags, complex keys) raises :class:`_Unusual`. ``aliases=False``
+    (the file has no ``&``, so no anchor) skips what only aliases need: the memo of
+    shared nodes, and lists of strings are built in one comprehension.
     """
     # aliases share their node: build each once; (value, expanded size), -1 while open
     memo: dict[int, tuple[Any, int]] = {}
@@ -646,7 +654,7 @@ def _construct(loader: Any, root: Any, limit: int) -> tuple[Any, bool]:
         if kind is scalar:
             count += 1
             return node.value if node.tag == _STR else loader.construct_object(node, deep=True)
-        done = memo.get(id(node))
+        done = memo.get(id(node)) if aliases else None
         if done is not None:
             if done[1] < 0:
                 raise _recursive(node)
@@ -661,7 +669,8 @@ def _construct(loader: Any, root: Any, limit: int) -> tuple[Any, bool]:
         value: Any
         if kind is sequence and node.tag == _SEQ:
             value = []
-            memo[id(node)] = value, -1
+            if aliases:
+                memo[id(node)] = value, -1
             append = value.append
             try:
                 for v in node.value:
@@ -676,7 +685,8 @@ def _construct(loader: Any, root: Any, limit: int) -> tuple[Any, bool]:
                 raise
         elif kind is mapping and node.tag == _MAP:
             value = {}
-            memo[id(node)] = value, -1
+            if aliases:
+                memo[id(node)] = value, -1
             for k, v in node.value:
                 if k.__class__ is not scalar or k.tag not in (_STR, _INT, _BOOL, _NULL):
                     raise _Unusual
@@ -688,6 +698,13 @@ def _construct(loader: Any, root: Any, limit: int) -> tuple[Any, bool]:
                     count += 1
                     value[key] = v.value
                     continue
+                if not aliases and v.__class__ is sequence and v.tag == _SEQ and depth < MAX_DEPTH:
+                    items = v.value  # `names:` lists, most of a big config
+                    strings = [x.value for x in items if x.__class__ is scalar and x.tag == _STR]
+                    if len(strings) == len(items) and count + len(items) < limit:
+                        count += len(strings) + 1
+                        value[key] = strings
+                        continue
                 try:
                     value[key] = build(v, depth + 1)
                 except _Bound as e:
@@ -697,7 +714,8 @@ def _construct(loader: Any, root: Any, limit: int) -> tuple[Any, bool]:
             raise _Unusual
         if count > limit:
             raise _too_many(limit, count, node)
-        memo[id(node)] = value, count - start
+        if aliases:
+            memo[id(node)] = value, count - start
         return value
 
     return build(root, 1), dup
