@@ -121,6 +121,31 @@ def test_a_changed_test_file_is_decided_again(suite: pytest.Pytester) -> None:
     assert again == by
 
 
+def test_a_changed_test_file_under_an_injecting_config_is_decided_again(
+    suite: pytest.Pytester,
+) -> None:
+    # A config with edits.*.include is loaded on every run (its injection needs it) while
+    # the plan comes from the cache: deciding a changed file then named matched patterns
+    # through ids only a compiled plan has (KeyError, INTERNALERROR, before the fix).
+    cfg = suite.path / "cfg.yaml"
+    cfg.write_text(
+        cfg.read_text().replace(
+            "        - names: [TestA::test_pass]\n",
+            "        - names: [TestA::test_pass]\n"
+            "          edits:\n"
+            "            dtypes:\n"
+            "              include: [{name: float16}]\n",
+        )
+    )
+    _, first = _run(suite, "r1")
+    mod = suite.path / "test_mod.py"
+    _touch(mod, TESTS + "    # edited\n")
+    r, by = _run(suite, "r2")
+    r.assert_outcomes(passed=1, skipped=2, xfailed=1)
+    assert _plan(r) == (0, 4, True)
+    assert by == first
+
+
 def test_a_path_variable_is_checked_again(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -60,6 +60,20 @@ _ONLY_FOR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
 _FOR_CUSTOM = "PYTORCH_TESTING_DEVICE_FOR_CUSTOM"
 
 
+def _adopt(plan: Plan | None, cfg: Config, ctx: Context, cache: PlanCache | None) -> Plan:
+    """The plan to decide with the loaded ``cfg``: a cached plan takes the config's
+    pattern ids (``Plan.pattern_ids``, never stored: every decision names its matched
+    patterns through them); one the config no longer compiles to gives way to a
+    fresh plan (changed since the cached plan was checked)."""
+    fresh = Plan.compile(cfg, ctx, plan.inject if plan is not None else Injector.needed(cfg))
+    if plan is not None and fresh.patterns == plan.patterns:
+        plan.pattern_ids = fresh.pattern_ids
+        return plan
+    if cache is not None:
+        cache.start(fresh)
+    return fresh
+
+
 @dataclass(eq=False)  # pluggy needs plugins hashable by identity
 class OotestPlugin:
     config: pytest.Config
@@ -127,6 +141,8 @@ class OotestPlugin:
                 plan = Plan.compile(cfg, ctx, Injector.needed(cfg))
                 if cache is not None:
                     cache.start(plan)
+            elif cfg is not None:  # a cached plan, and the config loaded for injection
+                plan = _adopt(plan, cfg, ctx, cache)
             if plan.selectors:  # decided afresh (Note [Plan cache]), with the config
                 cache = None
                 if cfg is None or not plan.pattern_ids:
@@ -242,13 +258,7 @@ class OotestPlugin:
         if self.cfg is None:
             assert self.cfg_path is not None
             self.cfg = _load(self.cfg_path)
-            fresh = Plan.compile(self.cfg, self.ctx, self.plan.inject if self.plan else False)
-            if self.plan is not None and fresh.patterns == self.plan.patterns:
-                self.plan.pattern_ids = fresh.pattern_ids
-            else:  # changed since the cached plan was checked: the fresh one wins
-                self.plan = fresh
-                if self.cache is not None:
-                    self.cache.start(fresh)
+            self.plan = _adopt(self.plan, self.cfg, self.ctx, self.cache)
         return self.cfg
 
     def _resolved_file(self, key: str, path: Path) -> ResolvedFile | None:
