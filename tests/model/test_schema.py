@@ -310,3 +310,71 @@ def test_call_tags_must_be_mark_names(tmp_path: Path, where: str) -> None:
         "expected a valid pytest mark name (letters, digits, _ - . : + /); found "
         "'fp32 operation'"
     ]
+
+
+OUTER = """\
+test_suite_config:
+  files:
+    - path: x.py
+      tests:
+        - names: [T::test_model_ops_db]
+          edits:
+            ops:
+              include:
+                - name: torch.cat
+                  sample_inputs_func:
+                    args:
+                      - tensor_list:
+                          - {shape: [1, 3, 4], stride: [12, 1, 3], dtype: torch.float32}
+                          - {shape: [1, 3, 4], stride: [12, 1, 3], dtype: torch.float32}
+                  tags: [torch.cat.1]
+                  kwargs:
+                    dim: -1
+                - name: torch.to
+                  sample_inputs_func:
+                    args:
+                      - tensor: {shape: [2], dtype: torch.float32}
+                    kwargs:
+                      copy: true
+                  kwargs:
+                    dtype: torch.bfloat16
+"""
+
+
+def test_kwargs_beside_the_call_are_its_kwargs_with_a_note(tmp_path: Path) -> None:
+    # Some generated Torch Spyre configs write a call's kwargs beside sample_inputs_func
+    p = tmp_path / "o.yaml"
+    p.write_text(OUTER)
+    cfg = load_config(p, check_paths=False)
+    cat, to = cfg.suite.files[0].tests[0].edits.ops.include  # type: ignore[union-attr]
+    assert cat.sample_inputs_func is not None and to.sample_inputs_func is not None
+    assert {k: a.value for k, a in cat.sample_inputs_func.kwargs.items()} == {"dim": -1}
+    assert {k: a.value for k, a in to.sample_inputs_func.kwargs.items()} == {
+        "copy": True,
+        "dtype": "torch.bfloat16",
+    }
+    assert cat.kwargs is None and cat.outer_kwargs and to.outer_kwargs
+    assert [str(w).replace(str(tmp_path) + "/", "") for w in cfg.warnings] == [
+        "o.yaml:9: files[0].tests[0].edits.ops.include[0].kwargs: keyword arguments beside "
+        "sample_inputs_func: used as the call's kwargs (Torch Spyre's runner drops them; "
+        "Note [Keyword arguments beside the call]) (2 times; the first is here)"
+    ]
+    # the same name in both places, or kwargs without a call, is an error
+    p.write_text(OUTER.replace("copy: true", "dtype: torch.float16"))
+    with pytest.raises(ConfigError) as ei:
+        load_config(p, check_paths=False)
+    assert [str(x).replace(str(tmp_path) + "/", "") for x in ei.value.problems] == [
+        "o.yaml:18:19: test_suite_config.files[0].tests[0].edits.ops.include[1]: expected "
+        "each keyword argument once; found 'dtype' in kwargs and in sample_inputs_func.kwargs"
+    ]
+    p.write_text(
+        "test_suite_config:\n  files:\n    - path: x.py\n      tests:\n"
+        "        - names: [T::t]\n          edits:\n            ops:\n              include:\n"
+        "                - name: add\n                  kwargs: {alpha: 2}\n"
+    )
+    with pytest.raises(ConfigError) as ei:
+        load_config(p, check_paths=False)
+    assert [str(x).replace(str(tmp_path) + "/", "") for x in ei.value.problems] == [
+        "o.yaml:9:19: test_suite_config.files[0].tests[0].edits.ops.include[0]: kwargs needs "
+        "sample_inputs_func (the call they belong to)"
+    ]

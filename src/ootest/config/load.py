@@ -1033,6 +1033,8 @@ _NOT_APPLIED = {
     "init: file": "tensors loaded from files: accepted, not run (those variants are skipped)",
     "sample_inputs_func": "on a module entry: accepted, not used (a module entry's calls "
     "are its forward_inputs)",
+    "kwargs": "keyword arguments beside sample_inputs_func: used as the call's kwargs "
+    "(Torch Spyre's runner drops them; Note [Keyword arguments beside the call])",
 }
 
 
@@ -1065,6 +1067,9 @@ def _model_notes(src: Path, suite: TestSuiteConfig, doc: Document) -> list[Probl
                 continue
             calls = []
             for k, op in enumerate(t.edits.ops.include if t.edits.ops else ()):
+                if op.outer_kwargs:
+                    key = f"files[{i}].tests[{j}].edits.ops.include[{k}].kwargs"
+                    note("kwargs", op.origin or t.origin, key)
                 if op.sample_inputs_func is not None:
                     where = f"files[{i}].tests[{j}].edits.ops.include[{k}].sample_inputs_func"
                     calls.append((op.origin or t.origin, where, op.sample_inputs_func))

@@ -499,11 +499,48 @@ class OpInclude(OpRef):
     count: int | None = Field(
         default=None, ge=1, description="How often the recorded run made this call (ootest)."
     )
+    kwargs: dict[str, Arg] | None = Field(
+        default=None,
+        description="Keyword arguments of the call written beside sample_inputs_func (some "
+        "generated Torch Spyre configs): the call's kwargs, as if under sample_inputs_func "
+        "(noted; a name in both places is an error).",
+    )
 
     @field_validator("tags")
     @classmethod
     def _mark_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         return mark_names(v)
+
+    @model_validator(mode="after")
+    def _outer_kwargs(self) -> OpInclude:
+        # Note [Keyword arguments beside the call]
+        # Some generated Torch Spyre configs (e.g. model_ops_tests/Qwen2.5-7B-Instruct.yaml
+        # at b6506df) write a call's keyword arguments as the entry's `kwargs`, beside
+        # sample_inputs_func, where others write sample_inputs_func.kwargs. They are the
+        # recorded call's arguments (the trace's code line names them), so they join the
+        # call here; the entry keeps a mark for the loader's note. Torch Spyre's own
+        # loader (OpsNamedItem) has no such field and drops them.
+        if self.kwargs is None:
+            return self
+        if self.sample_inputs_func is None:
+            raise ValueError("kwargs needs sample_inputs_func (the call they belong to)")
+        both = sorted(set(self.kwargs) & set(self.sample_inputs_func.kwargs))
+        if both:
+            raise ValueError(
+                "expected each keyword argument once; found "
+                f"{', '.join(repr(k) for k in both)} in kwargs and in sample_inputs_func.kwargs"
+            )
+        self.sample_inputs_func.kwargs.update(self.kwargs)
+        self.kwargs = None
+        set_private(self, "_outer_kwargs", True)
+        return self
+
+    @property
+    def outer_kwargs(self) -> bool:
+        """Whether the call's kwargs were written beside sample_inputs_func
+        (Note [Keyword arguments beside the call])."""
+        private = self.__pydantic_private__
+        return bool(private.get("_outer_kwargs")) if private else False
 
 
 def _or_one_item(schema: dict[str, Any]) -> None:
