@@ -108,3 +108,74 @@ def test_an_op_declared_for_some_dtypes_only_skips_the_other_dtypes(tmp_path: Pa
     listed.write_text("ops:\n  - {name: mul, dtypes: float32}\n")
     with pytest.raises(UserError, match=r"ops\[0\]\.dtypes: expected a list of dtype names"):
         from_file(listed)
+
+
+def test_recorded_call_dtypes_decide_instead_of_the_dtype_axis(tmp_path: Path) -> None:
+    """An int64 mm inside a float32-parametrized test is skipped on emu:young
+    (mm: floating types only), whatever its dtype axis says; a variant whose calls
+    all saw declared dtypes stays mandatory; an index without signatures falls
+    back to the axis (Note [Call dtypes])."""
+    from ootest.device.emu import read_profile
+    from ootest.opmap.store import OpStore
+    from ootest.opmap.support import from_emu
+    from ootest.select.gather import Candidate, Sources, Support, gather
+
+    prov = {
+        "kind": "provenance", "torch_version": "2", "torch_git": "a", "device": "emu",
+        "profile": "full", "ootest_version": "0", "time": 1.0,
+    }  # fmt: skip
+    promo = "t.py::T::test_matmul_int_promotion[dtype=float32]"
+    fine = "t.py::T::test_mm[dtype=float32]"
+    wide = "t.py::T::test_sum[dtype=float32]"
+
+    def calls(vid: str, sigs: dict[str, list[str]], signed: bool) -> list[dict[str, object]]:
+        recs: list[dict[str, object]] = [
+            {"kind": "ops", "variant_id": vid, "ops": dict.fromkeys(sigs, 1)}
+        ]
+        if signed:
+            recs += [
+                {"kind": "dtypes", "variant_id": vid, "op": op, "dtypes": ds}
+                for op, ds in sigs.items()
+            ]
+        return [*recs, {"kind": "stop", "variant_id": vid, "outcome": "passed"}]
+
+    def index(name: str, signed: bool) -> Path:
+        db = tmp_path / name
+        recs = [
+            prov,
+            *calls(promo, {"aten::fill_.Scalar": ["int64"], "aten::mm": ["int64"]}, signed),
+            *calls(fine, {"aten::mm": ["float32"], "aten::sum": ["float32"]}, signed),
+            *calls(wide, {"aten::sum": ["float32", "float64"]}, signed),
+        ]
+        with OpStore.open(db, create=True) as s:
+            s.ingest_records(recs, source="test")
+        return db
+
+    ops = from_emu("emu:young")
+    support = Support(
+        ops.covers, frozenset(read_profile("young").dtypes), "emu:young", ops.dtype_rules()
+    )
+    cands = [Candidate(v, ("float32",)) for v in (promo, fine, wide)]
+
+    def decisions(db: Path) -> dict[str, tuple[str, str, tuple[str, ...]]]:
+        out = {}
+        for ev in gather(cands, Sources(ops=db), support, None):
+            d = decide(ev)
+            out[ev.variant_id] = (d.mode, d.reason, d.evidence)
+        return out
+
+    got = decisions(index("signed.db", True))
+    assert got[promo][:2] == ("skip", "dtype_unsupported:int64")
+    assert got[promo][2] == (
+        "dtypes not declared: int64 (aten::mm saw int64: mm is declared for bfloat16, "
+        "float16, float32 only)",
+    )
+    assert got[fine][:2] == ("mandatory_success", "ops_supported")
+    # an op without a rule of its own: the device's dtypes (young has no float64)
+    assert got[wide][:2] == ("skip", "dtype_unsupported:float64")
+    assert "aten::sum saw float64: the device does not declare it" in got[wide][2][0]
+    # the same calls without signatures (an older index): the float32 axis stands in
+    old = decisions(index("old.db", False))
+    assert {v: m for v, (m, _, _) in old.items()} == dict.fromkeys(
+        (promo, fine, wide), "mandatory_success"
+    )

@@ -22,6 +22,16 @@ written in several lines). A capture is identified by its provenance line;
 ingesting the same capture again, or a second capture, keeps the larger count
 per edge (so re-ingesting is idempotent and merging shards of one run gives
 exactly the rows of one capture of the whole run).
+
+Note [Call dtype signatures]
+Schema 2 adds what dtypes each call saw (Note [Call dtypes]): ``sig`` holds each
+distinct signature once (``"float32,int64"``: dtype names, distinct, sorted,
+comma-joined) and ``call_sig`` (variant, op, sig) says the variant called the
+op with it. Like ``edge``, the rows are the union over every capture
+ingested or merged. An index of schema 1 is upgraded in place when opened
+(the two tables are added, nothing else changes); its variants have no
+signatures until captured again, and selection then falls back to the
+variant's dtype axis.
 """
 
 from __future__ import annotations
@@ -46,7 +56,7 @@ from ootest.errors import UserError
 from ootest.opmap.capture import ReadStats, read_capture
 from ootest.opmap.names import KNOWN_NAMESPACES, OpName, parse_op
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_DB = OPS_DB
 MODE_NAMES = ("eager", "compiled")
 _MODE_SETS = {1: ("eager",), 2: ("compiled",), 3: ("eager", "compiled")}  # by mode bits
@@ -55,7 +65,16 @@ _MODE_SETS = {1: ("eager",), 2: ("compiled",), 3: ("eager", "compiled")}  # by m
 COMPLETE_OUTCOMES = frozenset({"passed", "xpassed", "xpassed_strict"})
 PROVENANCE_KEYS = ("torch_version", "torch_git", "device", "profile", "ootest_version")
 
-_SCHEMA = """
+# Schema 2 (Note [Call dtype signatures]): an index of schema 1 gets these on open.
+_SIG_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sig(id INTEGER PRIMARY KEY, dtypes TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS call_sig(
+  variant INTEGER NOT NULL, op INTEGER NOT NULL, sig INTEGER NOT NULL,
+  PRIMARY KEY(variant, op, sig)) WITHOUT ROWID;
+"""
+
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS capture(
   id INTEGER PRIMARY KEY,
@@ -79,6 +98,8 @@ CREATE TABLE IF NOT EXISTS edge(
   variant INTEGER NOT NULL, op INTEGER NOT NULL, mode INTEGER NOT NULL, calls INTEGER NOT NULL,
   PRIMARY KEY(variant, op, mode)) WITHOUT ROWID;
 """
+    + _SIG_SCHEMA
+)
 EDGE_INDEX = "CREATE INDEX IF NOT EXISTS edge_by_op ON edge(op, variant, mode, calls)"
 
 
@@ -293,6 +314,18 @@ class OpStore:
             return
         row = c.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         found = row[0] if row else "none"
+        if found == "1":  # upgraded in place: nothing to rewrite, two tables to add
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                for stmt in _SIG_SCHEMA.split(";"):
+                    if stmt.strip():
+                        c.execute(stmt)
+                c.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            c.execute("COMMIT")
+            found = str(SCHEMA_VERSION)
         if found != str(SCHEMA_VERSION):
             raise UserError(
                 f"{self.path}: expected op map schema version {SCHEMA_VERSION}; found {found}. "
@@ -704,6 +737,33 @@ class OpStore:
                 uncertain = str(why or ("device branch" if db else "varies" if va else "partial"))
             end = last.get(int(i), (None, None, None))
             yield str(vid), frozenset(ops.get(int(i), ())), uncertain, *end
+
+    def call_dtypes(
+        self, only: Collection[str] | None = None
+    ) -> dict[str, tuple[tuple[str, str], ...]]:
+        """Per variant with recorded signatures (Note [Call dtype signatures]): the
+        distinct (op, dtype) pairs of its calls on the device, sorted. ``only``:
+        just these variant IDs."""
+        q = (
+            "SELECT v.variant_id, o.name, s.dtypes FROM call_sig cs "
+            "JOIN variant v ON v.id = cs.variant JOIN op o ON o.id = cs.op "
+            "JOIN sig s ON s.id = cs.sig"
+        )
+        if only is not None and len(only) * 4 < self.variant_count():
+            rows: list[tuple[Any, Any, Any]] = []
+            for part in _chunks(sorted(only)):
+                marks = ",".join("?" * len(part))
+                rows += self._conn.execute(f"{q} WHERE v.variant_id IN ({marks})", part).fetchall()
+        else:
+            rows = self._conn.execute(q).fetchall()
+        pairs: dict[str, set[tuple[str, str]]] = {}
+        for vid, op, dtypes in rows:
+            if only is not None and vid not in only:
+                continue
+            got = pairs.setdefault(str(vid), set())
+            for d in str(dtypes).split(","):
+                got.add((str(op), d))
+        return {vid: tuple(sorted(p)) for vid, p in sorted(pairs.items())}
 
     def _ops_by_variant(self) -> dict[int, set[str]]:
         """Every variant's ops in any mode (names shared, not copied per variant)."""
