@@ -368,6 +368,8 @@ def test_merge_keeps_signatures(make_index: Any, tmp_path: Path) -> None:
     with OpStore.open(target) as s:
         s.merge([src, other])
         got = s.call_dtypes()
+        assert s.call_dtypes([INT_MM]) == got  # looked up by ID: 1 of 5 variants
+        assert s.call_dtypes([A]) == {}
     assert got == {
         INT_MM: (
             ("aten::fill_.Scalar", "int64"),

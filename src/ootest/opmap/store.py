@@ -46,7 +46,8 @@ from array import array
 from collections import deque
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import groupby, repeat
+from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple
@@ -743,27 +744,48 @@ class OpStore:
     ) -> dict[str, tuple[tuple[str, str], ...]]:
         """Per variant with recorded signatures (Note [Call dtype signatures]): the
         distinct (op, dtype) pairs of its calls on the device, sorted. ``only``:
-        just these variant IDs."""
-        q = (
-            "SELECT v.variant_id, o.name, s.dtypes FROM call_sig cs "
-            "JOIN variant v ON v.id = cs.variant JOIN op o ON o.id = cs.op "
-            "JOIN sig s ON s.id = cs.sig"
-        )
+        just these variant IDs (looked up one by one when they are a small part of
+        the index)."""
+        c = self._conn
+        names = dict(self.all_ops())
+        sigs = {int(i): str(d).split(",") for i, d in c.execute("SELECT id, dtypes FROM sig")}
         if only is not None and len(only) * 4 < self.variant_count():
+            vids: dict[int, str] = {}
             rows: list[tuple[Any, Any, Any]] = []
             for part in _chunks(sorted(only)):
                 marks = ",".join("?" * len(part))
-                rows += self._conn.execute(f"{q} WHERE v.variant_id IN ({marks})", part).fetchall()
+                found = c.execute(
+                    f"SELECT id, variant_id FROM variant WHERE variant_id IN ({marks})", part
+                ).fetchall()
+                vids.update((int(i), str(v)) for i, v in found)
+                ids = [int(i) for i, _ in found]
+                if ids:
+                    rows += c.execute(
+                        "SELECT variant, op, sig FROM call_sig "
+                        f"WHERE variant IN ({','.join('?' * len(ids))}) ORDER BY variant",
+                        ids,
+                    ).fetchall()
         else:
-            rows = self._conn.execute(q).fetchall()
-        pairs: dict[str, set[tuple[str, str]]] = {}
-        for vid, op, dtypes in rows:
-            if only is not None and vid not in only:
-                continue
-            got = pairs.setdefault(str(vid), set())
-            for d in str(dtypes).split(","):
-                got.add((str(op), d))
-        return {vid: tuple(sorted(p)) for vid, p in sorted(pairs.items())}
+            rows = c.execute("SELECT variant, op, sig FROM call_sig ORDER BY variant").fetchall()
+            if not rows:
+                return {}
+            vids = {int(i): str(v) for i, v in c.execute("SELECT id, variant_id FROM variant")}
+        # rows come in key order (variant, op, sig): a variant's rows are
+        # consecutive; each (op, sig) becomes its pairs once, shared by every variant
+        cache: dict[tuple[int, int], tuple[tuple[str, str], ...]] = {}
+        pairs: dict[int, tuple[tuple[str, str], ...]] = {}
+        for v, group in groupby(rows, key=itemgetter(0)):
+            got: list[tuple[str, str]] = []
+            for _, o, g in group:
+                p = cache.get((o, g))
+                if p is None:
+                    p = cache[(o, g)] = tuple((names[o], d) for d in sigs[g])
+                got += p
+            pairs[v] = tuple(sorted(set(got)))
+        out = {vids[v]: p for v, p in pairs.items()}
+        if only is not None:
+            out = {k: p for k, p in out.items() if k in only}
+        return dict(sorted(out.items()))
 
     def _ops_by_variant(self) -> dict[int, set[str]]:
         """Every variant's ops in any mode (names shared, not copied per variant)."""

@@ -219,7 +219,7 @@ def _make_mode(capture: OpCapture) -> Any:
     device = capture.core.device.name if capture.core.device else "privateuseone"
     tensor = torch.Tensor
     names: dict[Any, str] = {}  # OpOverload -> "aten::add.Tensor"
-    sig_names: dict[tuple[Any, ...], list[str]] = {}  # dtypes -> distinct names, sorted
+    sig_names: dict[tuple[Any, ...], tuple[str, ...]] = {}  # dtypes -> distinct names, sorted
 
     def device_dtypes(args: Any, kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
         """The dtypes of the call's tensors on the device, in argument order (and a
@@ -268,6 +268,7 @@ def _make_mode(capture: OpCapture) -> Any:
         def start(self) -> None:
             self.counts: dict[tuple[Any, tuple[Any, ...]], int] = {}  # (op, dtypes) -> calls
             self.called: set[Any] = set()
+            self.signed: set[tuple[Any, tuple[str, ...]]] = set()  # (op, signature) written
             self.stop: tuple[str | None, str | None] = (None, None)
             self.following: set[Any] = set()  # ops whose composite kernel is being followed
 
@@ -310,9 +311,10 @@ def _make_mode(capture: OpCapture) -> Any:
                         capture.first_call(name)
                     sig = sig_names.get(dtypes)
                     if sig is None:
-                        sig = sig_names[dtypes] = sorted({str(d)[6:] for d in dtypes})
-                    if sig:
-                        capture.first_dtypes(name, sig)
+                        sig = sig_names[dtypes] = tuple(sorted({str(d)[6:] for d in dtypes}))
+                    if sig and (func, sig) not in self.signed:  # (f32, f32) and (f32,): one
+                        self.signed.add((func, sig))
+                        capture.first_dtypes(name, list(sig))
                 else:
                     self.counts[call] = n + 1
             try:
