@@ -17,7 +17,11 @@ rare), then measures through the Python API the CLI uses:
   CLI         one `ootest ops for-test` process, against `python -c pass`
 
 Targets: p95 < 20 ms for both queries, missing < 2 s. Not a test.
-Usage: python bench/opmap_queries.py [--variants N] [--ops-per-variant K] [--keep DIR]
+With ``--dtypes`` every (variant, op) also gets a ``dtypes`` record (one call
+signature, one in ten ops a second one), as captures write since schema 2.
+
+Usage: python bench/opmap_queries.py [--variants N] [--ops-per-variant K] [--dtypes]
+       [--keep DIR]
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from ootest.opmap.store import OpStore  # noqa: E402
 
 OVERLOADS = ("Tensor", "Scalar", "out", "dim", "int", "self", "other", "values", "default")
 FILES = 60
+SIGS = (["float32"], ["float32", "int64"])
 
 
 def vocabulary(n_ops: int, rng: random.Random) -> list[str]:
@@ -60,7 +65,9 @@ def vocabulary(n_ops: int, rng: random.Random) -> list[str]:
     return names
 
 
-def write_capture(path: Path, n_var: int, per: int, vocab: list[str], seed: int) -> None:
+def write_capture(
+    path: Path, n_var: int, per: int, vocab: list[str], seed: int, dtypes: bool = False
+) -> None:
     rng = random.Random(seed)
     weights = [1.0 / (r + 1) ** 1.1 for r in range(len(vocab))]
     cum: list[float] = []
@@ -98,6 +105,11 @@ def write_capture(path: Path, n_var: int, per: int, vocab: list[str], seed: int)
                 "ops": {o: rng.randint(1, 9) for o in ops},
             }
             fh.write(json.dumps(rec) + "\n")
+            if dtypes:  # one call signature per op, a few ops with a second one
+                for o in ops:
+                    for sig in SIGS[: 1 + (rng.random() < 0.1)]:
+                        d = {"kind": "dtypes", "variant_id": vid, "op": o, "dtypes": sig}
+                        fh.write(json.dumps(d) + "\n")
             fh.write(json.dumps({"kind": "stop", "variant_id": vid, "outcome": "passed"}) + "\n")
 
 
@@ -120,7 +132,7 @@ def build(cap: Path, db: Path, args: argparse.Namespace, vocab: list[str]) -> No
     for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
         p.unlink(missing_ok=True)
     t = time.perf_counter()
-    write_capture(cap, args.variants, args.ops_per_variant, vocab, seed=1)
+    write_capture(cap, args.variants, args.ops_per_variant, vocab, seed=1, dtypes=args.dtypes)
     print(f"capture written: {cap.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t:.1f} s")
 
     t = time.perf_counter()
@@ -150,6 +162,12 @@ def main() -> None:
     ap.add_argument("--ops-per-variant", type=int, default=20)
     ap.add_argument("--vocab", type=int, default=1500)
     ap.add_argument("--keep", type=Path, default=None, help="build in DIR and keep it")
+    ap.add_argument(
+        "--dtypes",
+        action="store_true",
+        help="a dtypes record (call signature) per variant and op, as captures write since "
+        "schema 2",
+    )
     ap.add_argument(
         "--queries-only", action="store_true", help="reuse the index in --keep DIR: queries only"
     )

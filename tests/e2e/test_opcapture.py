@@ -100,8 +100,13 @@ def test_capture_records_device_ops_stops_and_crashes(tmp_path: Path) -> None:
     # Tests run in file order up to the crash: the crasher's ops are on disk already.
     crashed = ops[V + "test_segfault"]
     assert "aten::sin" in crashed and V + "test_segfault" not in stops
-    last = [x for x in recs if x.get("variant_id") == V + "test_segfault"][-1]
+    mine = [x for x in recs if x.get("variant_id") == V + "test_segfault"]
+    last = [x for x in mine if x["kind"] == "ops"][-1]
     assert last["ops"] == {"aten::sin": 1}  # the last op it reached
+    assert mine[-1] == {  # and the dtypes it was called with, written before it ran
+        "kind": "dtypes", "variant_id": V + "test_segfault", "op": "aten::sin",
+        "dtypes": ["float32"],
+    }  # fmt: skip
 
     branch = {x["variant_id"] for x in recs if x["kind"] == "device_branch"}
     assert branch == {V + "test_branches"}
@@ -215,3 +220,48 @@ def test_composite_kernels_that_dispatch_their_own_op_are_followed_once(tmp_path
     v = f"{tmp_path.name}/test_mod.py::TestMod::test_linear"
     assert "aten::addmm" in ops[v] and "aten::detach" in ops[v], ops[v]
     assert stops[v]["outcome"] == "passed" and stops[v]["op"] is None, stops[v]
+
+
+PROMOTION_FILE = """
+import torch
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestProm(TestCase):
+    @dtypes(torch.float32)
+    def test_matmul_int_promotion(self, device, dtype):
+        a = torch.ones(2, 2, dtype=torch.int64, device=device)
+        self.assertEqual((a @ a).cpu(), torch.full((2, 2), 2))
+        b = torch.ones(2, 2, dtype=dtype, device=device)
+        (b @ b).cpu()
+
+
+instantiate_device_type_tests(TestProm, globals())
+"""
+
+
+def test_capture_records_the_dtypes_each_call_saw(tmp_path: Path) -> None:
+    # Note [Call dtypes]: the int64 mm of a float32-parametrized test is recorded as int64
+    (tmp_path / "test_prom.py").write_text(PROMOTION_FILE)
+    cap = tmp_path / "ops.jsonl"
+    r = run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_prom.py", "-q",
+         "--ootest-device", "emu:full", "--ootest-ops-capture", str(cap)],
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    ops, stops, recs = _stream(cap)
+    (vid,) = stops
+    assert "dtype=float32" in vid and stops[vid]["outcome"] == "passed"
+    seen = [(x["op"], x["dtypes"]) for x in recs if x["kind"] == "dtypes"]
+    assert ("aten::mm", ["int64"]) in seen and ("aten::mm", ["float32"]) in seen, seen
+    assert len(seen) == len(set(map(str, seen)))  # one record per new signature
+    assert ops[vid]["aten::mm"] == 2  # counts per op still add up over signatures
+    # the stream ingests into an index that answers with the pairs
+    from ootest.opmap.store import OpStore
+
+    with OpStore.open(tmp_path / "ops.db", create=True) as s:
+        s.ingest_files([cap])
+        pairs = s.call_dtypes()[vid]
+    assert ("aten::mm", "int64") in pairs and ("aten::mm", "float32") in pairs

@@ -136,7 +136,8 @@ def test_damaged_middle_line_is_an_error(tmp_path: Path) -> None:
         ),
         (
             [PROV, {"kind": "opz", "variant_id": A}],
-            "test:2: kind: expected one of provenance, ops, stop, device_branch; found 'opz'; "
+            "test:2: kind: expected one of provenance, ops, stop, device_branch, dtypes; "
+            "found 'opz'; "
             "was the capture written by a newer ootest? Upgrade ootest to read it",
         ),
         (
@@ -151,6 +152,14 @@ def test_damaged_middle_line_is_an_error(tmp_path: Path) -> None:
         (
             [PROV, {"kind": "stop", "outcome": "passed"}],
             "test:2: variant_id: expected a variant ID string; found None",
+        ),
+        (
+            [PROV, {"kind": "dtypes", "variant_id": A, "op": "aten::mm", "dtypes": "int64"}],
+            'test:2: dtypes: expected a list of dtype names (e.g. ["int64"]); found \'"int64"\'',
+        ),
+        (
+            [PROV, {"kind": "dtypes", "variant_id": A, "dtypes": ["int64"]}],
+            "test:2: op: expected an op name string; found None",
         ),
     ],
 )
@@ -275,7 +284,7 @@ def test_schema_version_mismatch(make_index: Any) -> None:
     with pytest.raises(UserError) as e:
         OpStore.open(db)
     assert str(e.value) == (
-        f"{db}: expected op map schema version 1; found 0. Rebuild it with this ootest: "
+        f"{db}: expected op map schema version 2; found 0. Rebuild it with this ootest: "
         "`ootest ops ingest CAPTURE.jsonl --db NEW.db`"
     )
 
@@ -289,3 +298,83 @@ def test_stats(make_index: Any) -> None:
         ("aten::add.Tensor", 2),
         ("aten::mul.Tensor", 2),
     ]
+
+
+# ------------------------------------------------------------ call dtypes (schema 2)
+def sigs(vid: str, op: str, *dtypes: str) -> dict[str, Any]:
+    return {"kind": "dtypes", "variant_id": vid, "op": op, "dtypes": list(dtypes)}
+
+
+INT_MM = "test/test_basics.py::TestBasics::test_matmul_int[dtype=float32]"
+SIGNED = [
+    PROV,
+    ops(INT_MM, {"aten::mm": 1, "aten::fill_.Scalar": 1}),
+    sigs(INT_MM, "aten::mm", "int64"),
+    sigs(INT_MM, "aten::fill_.Scalar", "int64"),
+    sigs(INT_MM, "aten::mm", "int64", "float32"),  # another signature of the same op
+    stop(INT_MM),
+]
+
+
+def test_call_dtypes_are_stored_per_variant_and_op(make_index: Any) -> None:
+    with OpStore.open(make_index(SIGNED)) as s:
+        assert s.call_dtypes() == {
+            INT_MM: (
+                ("aten::fill_.Scalar", "int64"),
+                ("aten::mm", "float32"),
+                ("aten::mm", "int64"),
+            )
+        }
+        assert s.call_dtypes([A]) == {}
+        sig_rows = sorted(s.connection.execute("SELECT dtypes FROM sig"))
+    assert sig_rows == [("float32,int64",), ("int64",)]
+
+
+def test_reingesting_signatures_changes_nothing(make_index: Any, tmp_path: Path) -> None:
+    db = make_index(SIGNED)
+    with OpStore.open(db) as s:
+        before = s.call_dtypes()
+        s.ingest_records(SIGNED, source="again")
+        assert s.call_dtypes() == before
+        assert s.connection.execute("SELECT count(*) FROM call_sig").fetchone() == (3,)
+
+
+def test_a_schema_1_index_is_upgraded_in_place(make_index: Any) -> None:
+    db = make_index(SUITE)
+    before = dump(db)
+    c = sqlite3.connect(db)
+    c.execute("DROP TABLE call_sig")
+    c.execute("DROP TABLE sig")
+    c.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
+    c.commit()
+    c.close()
+    with OpStore.open(db) as s:
+        assert s.call_dtypes() == {}  # nothing recorded yet: selection falls back
+        assert s.connection.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (
+            "2",
+        )
+        s.ingest_records([prov(time=7.0), *SIGNED[1:]], source="new")
+        assert s.call_dtypes()[INT_MM][1] == ("aten::mm", "float32")
+    after = dump(db)
+    for key in ("ops", "edges", "variant_capture", "postings"):  # no data lost
+        assert set(before[key]) <= set(after[key]), key
+    assert set(before["variants"]) <= set(after["variants"])
+
+
+def test_merge_keeps_signatures(make_index: Any, tmp_path: Path) -> None:
+    target = make_index(SUITE, "t.db")
+    src = make_index([prov(time=3.0), *SIGNED[1:]], "s.db")
+    other = make_index([prov(time=4.0), sigs(INT_MM, "aten::mm", "bool"), stop(INT_MM)], "o.db")
+    with OpStore.open(target) as s:
+        s.merge([src, other])
+        got = s.call_dtypes()
+        assert s.call_dtypes([INT_MM]) == got  # looked up by ID: 1 of 5 variants
+        assert s.call_dtypes([A]) == {}
+    assert got == {
+        INT_MM: (
+            ("aten::fill_.Scalar", "int64"),
+            ("aten::mm", "bool"),
+            ("aten::mm", "float32"),
+            ("aten::mm", "int64"),
+        )
+    }

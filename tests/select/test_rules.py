@@ -108,3 +108,107 @@ def test_an_op_declared_for_some_dtypes_only_skips_the_other_dtypes(tmp_path: Pa
     listed.write_text("ops:\n  - {name: mul, dtypes: float32}\n")
     with pytest.raises(UserError, match=r"ops\[0\]\.dtypes: expected a list of dtype names"):
         from_file(listed)
+
+
+_PROV = {
+    "kind": "provenance", "torch_version": "2", "torch_git": "a", "device": "emu",
+    "profile": "full", "ootest_version": "0", "time": 1.0,
+}  # fmt: skip
+PROMO = "t.py::T::test_matmul_int_promotion[dtype=float32]"
+FINE = "t.py::T::test_mm[dtype=float32]"
+WIDE = "t.py::T::test_sum[dtype=float32]"
+CALLS = {
+    PROMO: {"aten::fill_.Scalar": ["int64"], "aten::mm": ["int64"]},
+    FINE: {"aten::mm": ["float32"], "aten::sum": ["float32"]},
+    WIDE: {"aten::sum": ["float32", "float64"]},
+}
+
+
+def _signed_index(db: Path, signed: bool = True) -> Path:
+    """An op map of CALLS; ``signed``: with each call's dtypes (schema 2 captures)."""
+    from ootest.opmap.store import OpStore
+
+    recs: list[dict[str, object]] = [_PROV]
+    for vid, sigs in CALLS.items():
+        recs.append({"kind": "ops", "variant_id": vid, "ops": dict.fromkeys(sigs, 1)})
+        if signed:
+            recs += [
+                {"kind": "dtypes", "variant_id": vid, "op": op, "dtypes": ds}
+                for op, ds in sigs.items()
+            ]
+        recs.append({"kind": "stop", "variant_id": vid, "outcome": "passed"})
+    with OpStore.open(db, create=True) as s:
+        s.ingest_records(recs, source="test")
+    return db
+
+
+def test_recorded_call_dtypes_decide_instead_of_the_dtype_axis(tmp_path: Path) -> None:
+    """An int64 mm inside a float32-parametrized test is skipped on emu:young
+    (mm: floating types only), whatever its dtype axis says; a variant whose calls
+    all saw declared dtypes stays mandatory; an index without signatures falls
+    back to the axis (Note [Call dtypes])."""
+    from ootest.device.emu import read_profile
+    from ootest.opmap.support import from_emu
+    from ootest.select.gather import Candidate, Sources, Support, gather
+
+    ops = from_emu("emu:young")
+    support = Support(
+        ops.covers, frozenset(read_profile("young").dtypes), "emu:young", ops.dtype_rules()
+    )
+    cands = [Candidate(v, ("float32",)) for v in CALLS]
+
+    def decisions(db: Path) -> dict[str, tuple[str, str, tuple[str, ...]]]:
+        out = {}
+        for ev in gather(cands, Sources(ops=db), support, None):
+            d = decide(ev)
+            out[ev.variant_id] = (d.mode, d.reason, d.evidence)
+        return out
+
+    got = decisions(_signed_index(tmp_path / "signed.db"))
+    assert got[PROMO][:2] == ("skip", "dtype_unsupported:int64")
+    assert got[PROMO][2] == (
+        "dtypes not declared: int64 (aten::mm saw int64: mm is declared for bfloat16, "
+        "float16, float32 only)",
+    )
+    assert got[FINE][:2] == ("mandatory_success", "ops_supported")
+    # an op without a rule of its own: the device's dtypes (young has no float64)
+    assert got[WIDE][:2] == ("skip", "dtype_unsupported:float64")
+    assert "aten::sum saw float64: the device does not declare it" in got[WIDE][2][0]
+    # the same calls without signatures (an older index): the float32 axis stands in
+    old = decisions(_signed_index(tmp_path / "old.db", signed=False))
+    assert {v: m for v, (m, _, _) in old.items()} == dict.fromkeys(CALLS, "mandatory_success")
+
+
+def test_select_run_says_which_op_saw_which_dtype(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from ootest.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    _signed_index(tmp_path / "ops.db")
+    variants = tmp_path / "v.jsonl"
+    variants.write_text(
+        "".join(
+            json.dumps(
+                {"kind": "variant", "variant_id": v, "device_variant": True, "dtypes": ["float32"]}
+            )
+            + "\n"
+            for v in CALLS
+        )
+    )
+    assert main(["select", "run", "--variants", "v.jsonl", "--ops", "ops.db",
+                 "--device", "emu:young", "--out", "s.yaml"]) == 0  # fmt: skip
+    rows = {
+        r["decision"]["variant_id"]: r
+        for r in map(json.loads, (tmp_path / "s.evidence.jsonl").read_text().splitlines())
+    }
+    promo = rows[PROMO]
+    assert promo["decision"]["reason"] == "dtype_unsupported:int64"
+    assert promo["evidence"]["dtype_rule"] == (
+        "aten::mm saw int64: mm is declared for bfloat16, float16, float32 only"
+    )
+    assert rows[FINE]["decision"]["mode"] == "mandatory_success"
+    assert "aten::mm saw int64" in promo["decision"]["evidence"][0]
+    assert "unlisted_test_mode: skip" in (tmp_path / "s.yaml").read_text()  # the skips

@@ -7,7 +7,10 @@ The stream format (one object per line; see docs/opmap.md):
 - ``{"kind": "ops", "variant_id", "nodeid", "file", "mode": "eager"|"compiled",
   "ops": {"aten::add.Tensor": 3, ...}}``: calls seen (a variant may have several);
 - ``{"kind": "stop", "variant_id", "op", "outcome", "error"}``: how it ended;
-- ``{"kind": "device_branch", "variant_id"}``: its ops may differ per device.
+- ``{"kind": "device_branch", "variant_id"}``: its ops may differ per device;
+- ``{"kind": "dtypes", "variant_id", "op", "dtypes": ["int64"]}``: the variant
+  called ``op`` with device tensors of these dtypes (distinct, sorted; one record
+  per signature new to the variant, Note [Call dtypes]).
 
 A process may die while writing, so an unparseable *last* line is dropped
 (and counted); an unparseable line anywhere else is an error.
@@ -24,7 +27,7 @@ from typing import Any
 
 from ootest.errors import UserError
 
-KINDS = ("provenance", "ops", "stop", "device_branch")
+KINDS = ("provenance", "ops", "stop", "device_branch", "dtypes")
 MODES = ("eager", "compiled")
 
 
@@ -125,6 +128,19 @@ def check_record(where: str, rec: dict[str, Any]) -> str:
     elif kind == "stop":
         for key in ("op", "outcome", "error"):
             _opt_str(where, rec, key)
+    elif kind == "dtypes":
+        op, dtypes = rec.get("op"), rec.get("dtypes")
+        if not isinstance(op, str) or not op:
+            raise UserError(f"{where}: op: expected an op name string; found {op!r}")
+        if (
+            not isinstance(dtypes, list)
+            or not dtypes
+            or not all(isinstance(d, str) and d and "," not in d for d in dtypes)
+        ):
+            raise UserError(
+                f'{where}: dtypes: expected a list of dtype names (e.g. ["int64"]); '
+                f"found {_short(json.dumps(dtypes))}"
+            )
     return kind
 
 

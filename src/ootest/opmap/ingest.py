@@ -85,6 +85,10 @@ class Ingest:
         self.stops: dict[Pair, tuple[str | None, str | None, str | None]] = {}
         self.branches: set[Pair] = set()
         self.pairs: set[Pair] = set()
+        self.sig_ids: dict[str, int] = {}  # "float32,int64" -> sig id
+        self.new_sigs: list[tuple[int, str]] = []
+        self.next_sig = 1
+        self.call_sigs: set[tuple[int, int, int]] = set()  # (variant, op, sig)
         self.fresh = False
 
     def __enter__(self) -> Ingest:
@@ -97,6 +101,8 @@ class Ingest:
         for i, vid in c.execute("SELECT id, variant_id FROM variant"):
             self.var_ids[vid] = i
         self.first_new_var = self.next_var = max(self.var_ids.values(), default=0) + 1
+        self.sig_ids = {str(d): int(i) for i, d in c.execute("SELECT id, dtypes FROM sig")}
+        self.next_sig = max(self.sig_ids.values(), default=0) + 1
         self.fresh = c.execute("SELECT 1 FROM edge LIMIT 1").fetchone() is None
         if self.fresh:
             c.execute("DROP INDEX IF EXISTS edge_by_op")
@@ -154,6 +160,8 @@ class Ingest:
             self.pairs.add(key)
             if kind == "ops":
                 self._ops(key, rec, line)
+            elif kind == "dtypes":
+                self._dtypes(key[1], rec)
             elif kind == "stop":
                 op = rec.get("op")
                 self.stops[key] = (
@@ -205,6 +213,19 @@ class Ingest:
             self.staged.append(row)
         if len(self.direct) + len(self.staged) >= self.BATCH:
             self._flush()
+
+    def _dtypes(self, var: int, rec: dict[str, Any]) -> None:
+        """One call signature (Note [Call dtype signatures])."""
+        raw: str = rec["op"]
+        if raw not in self.raw_ids:
+            self._learn([raw])
+        text = ",".join(sorted(set(rec["dtypes"])))
+        sig = self.sig_ids.get(text)
+        if sig is None:
+            sig = self.sig_ids[text] = self.next_sig
+            self.next_sig += 1
+            self.new_sigs.append((sig, text))
+        self.call_sigs.add((var, self.raw_ids[raw], sig))
 
     def _close_current(self) -> None:
         if self.current is not None:
@@ -273,6 +294,11 @@ class Ingest:
                 )
                 for cap, var in sorted(self.pairs, key=lambda k: (k[1], k[0]))
             ),
+        )
+        c.executemany("INSERT INTO sig(id, dtypes) VALUES (?, ?)", self.new_sigs)
+        c.executemany(
+            "INSERT OR IGNORE INTO call_sig(variant, op, sig) VALUES (?, ?, ?)",
+            sorted(self.call_sigs),
         )
         c.execute(
             "INSERT INTO edge(variant, op, mode, calls) "
@@ -427,6 +453,16 @@ def _merge_one(store: OpStore, report: IngestReport) -> set[int]:
             "JOIN temp.vmap vm ON vm.old = e.variant JOIN temp.omap om ON om.old = e.op "
             "WHERE true ON CONFLICT(variant, op, mode) DO UPDATE SET "
             "calls = max(calls, excluded.calls)"
+        )
+        c.execute(
+            "INSERT INTO main.sig(dtypes) SELECT dtypes FROM src.sig WHERE true ORDER BY id "
+            "ON CONFLICT(dtypes) DO NOTHING"
+        )
+        c.execute(
+            "INSERT OR IGNORE INTO main.call_sig(variant, op, sig) "
+            "SELECT vm.new, om.new, ms.id FROM src.call_sig cs "
+            "JOIN temp.vmap vm ON vm.old = cs.variant JOIN temp.omap om ON om.old = cs.op "
+            "JOIN src.sig ss ON ss.id = cs.sig JOIN main.sig ms ON ms.dtypes = ss.dtypes"
         )
         report.variants += int(c.execute("SELECT count(*) FROM temp.vmap").fetchone()[0])
         report.edges = int(c.execute("SELECT count(*) FROM main.edge").fetchone()[0])

@@ -22,6 +22,16 @@ written in several lines). A capture is identified by its provenance line;
 ingesting the same capture again, or a second capture, keeps the larger count
 per edge (so re-ingesting is idempotent and merging shards of one run gives
 exactly the rows of one capture of the whole run).
+
+Note [Call dtype signatures]
+Schema 2 adds what dtypes each call saw (Note [Call dtypes]): ``sig`` holds each
+distinct signature once (``"float32,int64"``: dtype names, distinct, sorted,
+comma-joined) and ``call_sig`` (variant, op, sig) says the variant called the
+op with it. Like ``edge``, the rows are the union over every capture
+ingested or merged. An index of schema 1 is upgraded in place when opened
+(the two tables are added, nothing else changes); its variants have no
+signatures until captured again, and selection then falls back to the
+variant's dtype axis.
 """
 
 from __future__ import annotations
@@ -36,7 +46,8 @@ from array import array
 from collections import deque
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import groupby, repeat
+from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple
@@ -46,7 +57,7 @@ from ootest.errors import UserError
 from ootest.opmap.capture import ReadStats, read_capture
 from ootest.opmap.names import KNOWN_NAMESPACES, OpName, parse_op
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_DB = OPS_DB
 MODE_NAMES = ("eager", "compiled")
 _MODE_SETS = {1: ("eager",), 2: ("compiled",), 3: ("eager", "compiled")}  # by mode bits
@@ -55,7 +66,16 @@ _MODE_SETS = {1: ("eager",), 2: ("compiled",), 3: ("eager", "compiled")}  # by m
 COMPLETE_OUTCOMES = frozenset({"passed", "xpassed", "xpassed_strict"})
 PROVENANCE_KEYS = ("torch_version", "torch_git", "device", "profile", "ootest_version")
 
-_SCHEMA = """
+# Schema 2 (Note [Call dtype signatures]): an index of schema 1 gets these on open.
+_SIG_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sig(id INTEGER PRIMARY KEY, dtypes TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS call_sig(
+  variant INTEGER NOT NULL, op INTEGER NOT NULL, sig INTEGER NOT NULL,
+  PRIMARY KEY(variant, op, sig)) WITHOUT ROWID;
+"""
+
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS capture(
   id INTEGER PRIMARY KEY,
@@ -79,6 +99,8 @@ CREATE TABLE IF NOT EXISTS edge(
   variant INTEGER NOT NULL, op INTEGER NOT NULL, mode INTEGER NOT NULL, calls INTEGER NOT NULL,
   PRIMARY KEY(variant, op, mode)) WITHOUT ROWID;
 """
+    + _SIG_SCHEMA
+)
 EDGE_INDEX = "CREATE INDEX IF NOT EXISTS edge_by_op ON edge(op, variant, mode, calls)"
 
 
@@ -293,6 +315,18 @@ class OpStore:
             return
         row = c.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         found = row[0] if row else "none"
+        if found == "1":  # upgraded in place: nothing to rewrite, two tables to add
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                for stmt in _SIG_SCHEMA.split(";"):
+                    if stmt.strip():
+                        c.execute(stmt)
+                c.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            c.execute("COMMIT")
+            found = str(SCHEMA_VERSION)
         if found != str(SCHEMA_VERSION):
             raise UserError(
                 f"{self.path}: expected op map schema version {SCHEMA_VERSION}; found {found}. "
@@ -704,6 +738,54 @@ class OpStore:
                 uncertain = str(why or ("device branch" if db else "varies" if va else "partial"))
             end = last.get(int(i), (None, None, None))
             yield str(vid), frozenset(ops.get(int(i), ())), uncertain, *end
+
+    def call_dtypes(
+        self, only: Collection[str] | None = None
+    ) -> dict[str, tuple[tuple[str, str], ...]]:
+        """Per variant with recorded signatures (Note [Call dtype signatures]): the
+        distinct (op, dtype) pairs of its calls on the device, sorted. ``only``:
+        just these variant IDs (looked up one by one when they are a small part of
+        the index)."""
+        c = self._conn
+        names = dict(self.all_ops())
+        sigs = {int(i): str(d).split(",") for i, d in c.execute("SELECT id, dtypes FROM sig")}
+        if only is not None and len(only) * 4 < self.variant_count():
+            vids: dict[int, str] = {}
+            rows: list[tuple[Any, Any, Any]] = []
+            for part in _chunks(sorted(only)):
+                marks = ",".join("?" * len(part))
+                found = c.execute(
+                    f"SELECT id, variant_id FROM variant WHERE variant_id IN ({marks})", part
+                ).fetchall()
+                vids.update((int(i), str(v)) for i, v in found)
+                ids = [int(i) for i, _ in found]
+                if ids:
+                    rows += c.execute(
+                        "SELECT variant, op, sig FROM call_sig "
+                        f"WHERE variant IN ({','.join('?' * len(ids))}) ORDER BY variant",
+                        ids,
+                    ).fetchall()
+        else:
+            rows = c.execute("SELECT variant, op, sig FROM call_sig ORDER BY variant").fetchall()
+            if not rows:
+                return {}
+            vids = {int(i): str(v) for i, v in c.execute("SELECT id, variant_id FROM variant")}
+        # rows come in key order (variant, op, sig): a variant's rows are
+        # consecutive; each (op, sig) becomes its pairs once, shared by every variant
+        cache: dict[tuple[int, int], tuple[tuple[str, str], ...]] = {}
+        pairs: dict[int, tuple[tuple[str, str], ...]] = {}
+        for v, group in groupby(rows, key=itemgetter(0)):
+            got: list[tuple[str, str]] = []
+            for _, o, g in group:
+                p = cache.get((o, g))
+                if p is None:
+                    p = cache[(o, g)] = tuple((names[o], d) for d in sigs[g])
+                got += p
+            pairs[v] = tuple(sorted(set(got)))
+        out = {vids[v]: p for v, p in pairs.items()}
+        if only is not None:
+            out = {k: p for k, p in out.items() if k in only}
+        return dict(sorted(out.items()))
 
     def _ops_by_variant(self) -> dict[int, set[str]]:
         """Every variant's ops in any mode (names shared, not copied per variant)."""

@@ -14,6 +14,16 @@ ops it reached, the last of them being where it stopped. When the test ends the
 remaining call counts and how it ended (outcome, the op whose kernel raised,
 the exception type) follow.
 
+Note [Call dtypes]
+Each recorded call also has a dtype signature: the distinct dtypes of its tensor
+arguments on the device (and a factory's ``dtype=``), sorted by name. The hot
+path keys its counts by (op, dtypes as torch passed them), still one dict
+lookup per call; the first call of an op with a signature new to the variant
+writes a ``dtypes`` record (``{"op": "aten::mm", "dtypes": ["int64"]}``) before
+it runs, like the op's first call. Selection checks these against the dtypes a
+backend declares per op: a float32-parametrized test that multiplies int64
+matrices calls ``mm`` with int64, whatever its dtype axis says.
+
 ``torch.compile``: the mode is switched off while Dynamo and AOT Autograd compile
 (``ignore_compile_internals``; otherwise every compiled test would fall back to
 eager and test something else), and the forward/backward graphs AOT Autograd
@@ -181,6 +191,14 @@ class OpCapture:
         if self.out is not None:
             self.out.write(self._ops({name: 1}, "eager"))
 
+    def first_dtypes(self, name: str, dtypes: list[str]) -> None:
+        """A dtype signature the variant had not called ``name`` with before: written
+        before the call runs (Note [Call dtypes])."""
+        if self.out is not None:
+            self.out.write(
+                {"kind": "dtypes", "variant_id": self.variant, "op": name, "dtypes": dtypes}
+            )
+
     def compiled_graph(self, text: str) -> None:
         if self.out is None or self.variant is None:
             return
@@ -201,22 +219,32 @@ def _make_mode(capture: OpCapture) -> Any:
     device = capture.core.device.name if capture.core.device else "privateuseone"
     tensor = torch.Tensor
     names: dict[Any, str] = {}  # OpOverload -> "aten::add.Tensor"
+    sig_names: dict[tuple[Any, ...], tuple[str, ...]] = {}  # dtypes -> distinct names, sorted
 
-    def on_device(args: Any, kwargs: dict[str, Any]) -> bool:
+    def device_dtypes(args: Any, kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+        """The dtypes of the call's tensors on the device, in argument order (and a
+        factory's ``dtype=``); None: nothing of the call is on the device."""
+        found: list[Any] = []
+        on = False
         for a in args:
             if isinstance(a, tensor):
                 if a.device.type == device:
-                    return True
+                    found.append(a.dtype)
             elif isinstance(a, (list, tuple)):
                 for b in a:
                     if isinstance(b, tensor) and b.device.type == device:
-                        return True
+                        found.append(b.dtype)
         if kwargs:
             d = kwargs.get("device")
             if d is not None and getattr(d, "type", str(d).partition(":")[0]) == device:
-                return True
-            return on_device(tuple(v for k, v in kwargs.items() if k != "device"), {})
-        return False
+                on = True
+                dt = kwargs.get("dtype")
+                if dt is not None:
+                    found.append(dt)
+            rest = device_dtypes(tuple(v for k, v in kwargs.items() if k != "device"), {})
+            if rest is not None:
+                found += rest
+        return tuple(found) if found or on else None
 
     keys = torch._C.DispatchKey
     composite: dict[Any, Any] = {}
@@ -238,18 +266,25 @@ def _make_mode(capture: OpCapture) -> Any:
             return True  # compile as usual; graphs come from the aot_graphs log
 
         def start(self) -> None:
-            self.counts: dict[Any, int] = {}
+            self.counts: dict[tuple[Any, tuple[Any, ...]], int] = {}  # (op, dtypes) -> calls
+            self.called: set[Any] = set()
+            self.signed: set[tuple[Any, tuple[str, ...]]] = set()  # (op, signature) written
             self.stop: tuple[str | None, str | None] = (None, None)
             self.following: set[Any] = set()  # ops whose composite kernel is being followed
 
         def counts_by_name(self) -> dict[str, int]:
-            return {names[f]: n for f, n in self.counts.items()}
+            out: dict[str, int] = {}
+            for (f, _), n in self.counts.items():
+                name = names[f]
+                out[name] = out.get(name, 0) + n
+            return out
 
         def __torch_dispatch__(
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
         ) -> Any:
             kwargs = kwargs or {}
-            if on_device(args, kwargs):  # calls off the device are neither recorded nor followed
+            dtypes = device_dtypes(args, kwargs)
+            if dtypes is not None:  # calls off the device are neither recorded nor followed
                 key = composite.get(func, _UNKNOWN)
                 if key is _UNKNOWN:
                     key = composite[func] = composite_key(func)
@@ -264,15 +299,24 @@ def _make_mode(capture: OpCapture) -> Any:
                             return func._op_dk(key, *args, **kwargs)
                     finally:
                         self.following.discard(func)
-                n = self.counts.get(func)
+                call = (func, dtypes)
+                n = self.counts.get(call)
                 if n is None:
+                    self.counts[call] = 1
                     name = names.get(func)
                     if name is None:
                         name = names[func] = func.name()
-                    self.counts[func] = 1
-                    capture.first_call(name)
+                    if func not in self.called:
+                        self.called.add(func)
+                        capture.first_call(name)
+                    sig = sig_names.get(dtypes)
+                    if sig is None:
+                        sig = sig_names[dtypes] = tuple(sorted({str(d)[6:] for d in dtypes}))
+                    if sig and (func, sig) not in self.signed:  # (f32, f32) and (f32,): one
+                        self.signed.add((func, sig))
+                        capture.first_dtypes(name, list(sig))
                 else:
-                    self.counts[func] = n + 1
+                    self.counts[call] = n + 1
             try:
                 return func(*args, **kwargs)
             except Exception as e:

@@ -230,7 +230,7 @@ def gather(
     """The evidence of every candidate (``scope``: the file keys in scope, None: all)."""
     cpu = _results(sources.reference)
     seen = _results(sources.results)
-    ops_of: dict[str, tuple[tuple[str, ...], str | None, Result | None]] = {}
+    ops_of: dict[str, OpEvidence] = {}
     if sources.ops is not None:
         ops_of = _op_map(sources.ops, {c.variant_id for c in candidates})
     out: list[Evidence] = []
@@ -245,12 +245,15 @@ def gather(
             ev.missing_dtypes = tuple(d for d in c.dtypes if d not in support.dtypes)
         known = ops_of.get(c.variant_id)
         if known is not None:
-            ops, uncertain, ref = known
+            ops, uncertain, ref, calls = known
             ev.ops, ev.ops_uncertain, ev.reference = ops, uncertain, ref
             if callable(covers):
                 ev.missing_ops = tuple(o for o in ops if not covers(o))
-            if support.op_dtypes and not ev.missing_dtypes and uncertain is None:
-                ev.missing_dtypes, ev.dtype_rule = _op_dtypes(ops, c.dtypes, support.op_dtypes)
+            if not ev.missing_dtypes and uncertain is None:
+                if calls is not None:  # the dtypes each call saw (Note [Call dtypes])
+                    ev.missing_dtypes, ev.dtype_rule = _call_dtypes(calls, support)
+                elif support.op_dtypes:
+                    ev.missing_dtypes, ev.dtype_rule = _op_dtypes(ops, c.dtypes, support.op_dtypes)
         cpu_runs = cpu.get(c.variant_id)
         ev.cpu = cpu_runs[-1] if cpu_runs else None
         ev.observed = seen.get(c.variant_id, [])
@@ -275,19 +278,50 @@ def _op_dtypes(
     return (), None
 
 
-def _op_map(
-    path: Path, only: Collection[str] | None = None
-) -> dict[str, tuple[tuple[str, ...], str | None, Result | None]]:
-    """variant -> (eager ops, why uncertain, how it ended) from an op map index."""
+def _call_dtypes(
+    calls: tuple[tuple[str, str], ...], support: Support
+) -> tuple[tuple[str, ...], str | None]:
+    """The dtypes the variant's calls on the device saw that the backend does not
+    declare for those ops (an op's own rule first, else the device's dtypes), and
+    which call saw which (``aten::mm saw int64: mm is declared for ... only``)."""
+    missing: list[str] = []
+    notes: list[str] = []
+    for op, dtype in calls:
+        rule: str | None = None
+        allowed = support.dtypes
+        for name, matches, dtypes in support.op_dtypes:
+            if callable(matches) and matches(op):
+                rule, allowed = f"{name} is declared for {', '.join(sorted(dtypes))} only", dtypes
+                break
+        if allowed is None or dtype in allowed:
+            continue
+        if dtype not in missing:
+            missing.append(dtype)
+        notes.append(f"{op} saw {dtype}: {rule or 'the device does not declare it'}")
+    if not notes:
+        return (), None
+    more = f"; and {len(notes) - 3} more" if len(notes) > 3 else ""
+    return tuple(missing), "; ".join(notes[:3]) + more
+
+
+#: Per variant in the op map: (its ops, why its op set is uncertain or None, how it
+#: ended on the reference device, the (op, dtype) pairs of its calls or None when
+#: the index holds no dtype signatures for it).
+OpEvidence = tuple[tuple[str, ...], str | None, Result | None, tuple[tuple[str, str], ...] | None]
+
+
+def _op_map(path: Path, only: Collection[str] | None = None) -> dict[str, OpEvidence]:
+    """variant -> its op evidence (``OpEvidence``) from an op map index."""
     from ootest.opmap.store import OpStore
 
-    out: dict[str, tuple[tuple[str, ...], str | None, Result | None]] = {}
+    out: dict[str, OpEvidence] = {}
     with OpStore.open(path) as store:
+        calls = store.call_dtypes(only)
         for vid, ops, uncertain, outcome, error, stopped in store.evidence(only):
             ref = None
             if outcome:
                 kind = error or outcome
                 where = f" in {stopped}" if stopped else ""
                 ref = Result(outcome, kind, f"{outcome} on the reference device: {kind}{where}")
-            out[vid] = (tuple(sorted(ops)), uncertain, ref)
+            out[vid] = (tuple(sorted(ops)), uncertain, ref, calls.get(vid))
     return out

@@ -15,7 +15,9 @@ The evidence of a variant, in the order it is trusted (DESIGN.md 7.1):
 5. **dtypes**: a dtype the backend does not declare is ``skip``
    (``dtype_unsupported:float64``), and so is a dtype an op the variant calls is
    not declared for (an emu profile's ``op_dtypes``, a supported-ops list item
-   with ``dtypes:``), when the op map is certain of the variant's ops; the
+   with ``dtypes:``), when the op map is certain of the variant's ops. Where the
+   op map recorded each call's dtypes (Note [Call dtypes]) those are checked,
+   against the op's own rule or else the backend's dtypes; otherwise the
    variant's dtype stands for the dtype the op sees;
 6. **ops** (the op map): an op the backend does not declare is ``skip``
    (``op_unsupported:aten::_scaled_mm``, every missing op listed in the evidence);
