@@ -193,9 +193,19 @@ class _Sidecar:
         return hit
 
     def rows_of(self, file: str) -> Counter[str]:
-        """The modes of the rows of one file key, as the sidecar has them now."""
+        """The modes of the rows of one file key, as the sidecar has them now: each
+        mode's key counted over the file's stretch of lines (as :meth:`totals`
+        counts), read line by line only when the counts do not add up to the lines."""
+        from ootest.select.rules import MODES
+
         _, lo, _ = self.locate(file + "::")
         _, hi, _ = self.locate(file + ":;", lo)  # ':' + 1 is ';'
+        chunk = self.data[lo:hi]  # a map has no count()
+        counted = Counter(
+            {m: n for m in MODES if (n := chunk.count(b'"mode": "' + m.encode() + b'"'))}
+        )
+        if sum(counted.values()) == chunk.count(b"\n"):
+            return counted
         out: Counter[str] = Counter()
         pos = lo
         while pos < hi:
@@ -466,7 +476,7 @@ def upgrade(
         )
     side = _Sidecar(config)
     diff = diff_indexes(old_db, new_db)
-    dev = device_delta(old_db, new_db, diff.added, diff.removed)
+    dev = device_delta(new_db, diff)
     entered, removed = set(dev.entered), set(dev.left)
     why: dict[str, tuple[str, ...]] = {v: ("added",) for v in diff.added if v in entered}
     why.update((v, ("now a device variant",)) for v in entered if v not in why)
