@@ -57,6 +57,8 @@ Judging = Callable[
 ]
 
 _VID = re.compile(r'"variant_id": ("(?:[^"\\]|\\.)*")')
+#: ``json.dumps(row, sort_keys=True)`` without building an encoder per line
+_ENCODE = json.JSONEncoder(sort_keys=True).encode
 
 
 @dataclass
@@ -214,14 +216,31 @@ class _Sidecar:
             pos = end + 1
         return out
 
+    def _next_is(self, pos: int, vid: str) -> tuple[bool, int, int] | None:
+        """``vid``'s line if it is the one starting at byte ``pos``, read as :meth:`vid`
+        reads it (an ID JSON writes with escapes is left to :meth:`find`)."""
+        if pos >= len(self.data) or vid in self._found:
+            return None
+        start, end = self._line(pos)
+        at = self.data.find(b'"variant_id": "', start, end)
+        raw = vid.encode("utf-8")
+        if at < 0 or not raw.isascii() or b'"' in raw or b"\\" in raw:
+            return None
+        at += 15  # len('"variant_id": "')
+        if self.data[at : at + len(raw) + 1] != raw + b'"':
+            return None
+        hit = self._found[vid] = (True, start, end)
+        return hit
+
     def old(self, vids: Iterable[str]) -> dict[str, tuple[bytes, str]]:
-        """The current line and mode of each of ``vids`` found."""
+        """The current line and mode of each of ``vids`` found (the next of a sorted
+        run of changed variants is often on the line after the last one found)."""
         out: dict[str, tuple[bytes, str]] = {}
-        lo = 0
+        lo, after = 0, len(self.data)
         for vid in sorted(vids):
             if vid not in self._old:  # asked twice by an upgrade: read once
-                found, start, end = self.find(vid, lo)
-                lo = start
+                found, start, end = self._next_is(after, vid) or self.find(vid, lo)
+                lo, after = start, (end + 1 if found else len(self.data))
                 self._old[vid] = (self.data[start:end], self.mode(start, end)) if found else None
             hit = self._old[vid]
             if hit is not None:
@@ -353,7 +372,7 @@ def _row(
         "fingerprint": fingerprint,
         **(more or {}),
     }
-    return json.dumps(row, sort_keys=True)
+    return _ENCODE(row)
 
 
 def _read(config: Path) -> str:
