@@ -23,8 +23,8 @@ from ootest.memory._fingerprint import (
     reasons,
     variant_components,
 )
+from ootest.memory._ids import template_of
 from ootest.memory._store import chunks, connect, read_meta
-from ootest.memory._variants import template_of
 
 
 @dataclass(frozen=True)
