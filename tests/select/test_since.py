@@ -20,6 +20,7 @@ from ootest.cli.main import main
 from ootest.config.decide import decide
 from ootest.config.load import load_config
 from ootest.config.when import Context
+from ootest.errors import UserError
 from ootest.opmap.enable import variant_from_id
 from ootest.select.patch import patch
 from ootest.select.rules import Decision
@@ -384,6 +385,50 @@ def test_a_whole_template_decided_alike_is_named_once_and_a_block_gains_tests() 
     )
 
 
+def test_a_variant_whose_entry_lost_its_name_is_matched_again() -> None:
+    # a leaves the skip entry naming it exactly; the template name of another
+    # generated entry then decides it, as it should now: no name is added for it
+    a = f"{T}::test_a[dtype=float32]"
+    text = CONFIG.replace(
+        "          tags: [ootest-select]\n    - path: ${TORCH_ROOT}/test/u.py",
+        "          tags: [ootest-select]\n"
+        "        # ootest select: no_evidence (1 names)\n"
+        "        - names:\n            - T::test_a\n          mode: xfail\n"
+        "          tags: [ootest-select]\n    - path: ${TORCH_ROOT}/test/u.py",
+    )
+    b, c = f"{T}::test_b[dtype=float32]", f"{T}::test_c"
+    out = patch(
+        text, {a: d(a, "xfail", "no_evidence")}, (), universe(a, b, c), {}, "TORCH_ROOT"
+    ).text
+    assert out == text.replace('            - "T::test_a[dtype=float32]"\n', "").replace(
+        "(2 names)", "(1 names)"
+    )
+
+
+def test_an_untouched_block_is_still_checked() -> None:
+    # the exact name joins the skip entry it is already in (no edit), but a later
+    # generated entry names a too (another spelling): the check refuses, as it does
+    # when the edited block is composed again
+    a = f"{T}::test_a[dtype=float32]"
+    text = CONFIG.replace(
+        "          tags: [ootest-select]\n        # ootest select: upstream_skip",
+        "          tags: [ootest-select]\n"
+        "        # ootest select: no_evidence (1 names)\n"
+        "        - names:\n            - T::test_a[dtype=float32,]\n          mode: xfail\n"
+        "          tags: [ootest-select]\n        # ootest select: upstream_skip",
+    )
+    b, c = f"{T}::test_b[dtype=float32]", f"{T}::test_c"
+    with pytest.raises(UserError, match=r"test_a\[dtype=float32\] \(skip\).*it would be xfail"):
+        patch(
+            text,
+            {a: d(a, "skip", "op_unsupported:aten::mm")},
+            (),
+            universe(a, b, c),
+            {},
+            "TORCH_ROOT",
+        )
+
+
 def test_removed_variants_leave_only_names_that_named_exactly_them() -> None:
     a, b, c = f"{T}::test_a[dtype=float32]", f"{T}::test_b[dtype=float32]", f"{T}::test_c"
     people = CONFIG.replace(
@@ -434,6 +479,16 @@ def test_a_re_decided_evidence_line_is_what_select_run_writes() -> None:
         CONFIG + "  global:\n    supported_dtypes: [float32]\n# the end\n",
         CONFIG.replace("    - path: ${TORCH_ROOT}/test/u.py", "    # people\n\n    - path: x"),
         "# h\ntest_suite_config:\n  files: []\n",
+        # comments at any indentation between items, a blank line, a key after files
+        CONFIG.replace(
+            "    - path: ${TORCH_ROOT}/test/u.py",
+            "# at column 0\n  # at 2\n\n      # at 6\n    - path: ${TORCH_ROOT}/test/u.py",
+        )
+        + "other: 1\n",
+        CONFIG.rstrip("\n"),  # the last line without its newline
+        # CRLF line ends (read by composing, unless the key line has a comment)
+        CONFIG.replace("\n", "\r\n"),
+        CONFIG.replace("test_suite_config:", "test_suite_config:  # c").replace("\n", "\r\n"),
     ],
 )
 def test_files_items_are_found_without_composing_the_whole_config(text: str) -> None:
@@ -498,6 +553,15 @@ def test_the_sidecar_is_edited_by_binary_search_like_a_sorted_dict(tmp_path: Pat
     assert side.rows_of("t7.py") == Counter(
         json.loads(rows[v])["decision"]["mode"] for v in names if v.startswith("t7.py::")
     )
+    # old lines: runs of neighbours (found on the next line), gaps, IDs JSON escapes
+    for asked in [names[10:60], names[::7], [*names, "t0.py::T::missing", "zzz"]]:
+        fresh = _Sidecar(tmp_path / "s.yaml")
+        assert fresh.old(asked) == {
+            v: (rows[v].encode(), json.loads(rows[v])["decision"]["mode"])
+            for v in asked
+            if v in rows
+        }
+        fresh.close()
     want = dict(rows)
     for v in rng.sample(names, 40):
         side.edits[v], want[v] = None, ""
@@ -527,3 +591,51 @@ def test_the_sidecar_written_to_a_file_is_its_edited_text(tmp_path: Path) -> Non
     side.close()
     text = "".join(want[v] + "\n" for v in sorted(want) if want[v])
     assert (tmp_path / "out.jsonl").read_text() == text
+
+
+def test_the_device_delta_comes_from_the_diff_pass(built: Path, tmp_path: Path) -> None:
+    # device flags flipped both ways (one with its fingerprint changed too), device
+    # and host variants added and removed: what entered and left is what comparing
+    # the two tables row by row finds
+    import sqlite3
+
+    from ootest.memory import diff_indexes
+    from ootest.select.gather import device_delta
+
+    old, new = tmp_path / "old.db", tmp_path / "new.db"
+    shutil.copy(built / "new.db", old)
+    shutil.copy(built / "new.db", new)
+    with sqlite3.connect(old) as con:
+        ids = [r[0] for r in con.execute("SELECT id FROM variants ORDER BY id")]
+        assert len(ids) >= 6
+        con.execute("UPDATE variants SET device_variant = 0 WHERE id IN (?, ?)", ids[:2])
+        con.execute("DELETE FROM variants WHERE id = ?", (ids[5],))
+        for vid, dv in (("test/x.py::X::test_gone", 1), ("test/x.py::X::test_host_gone", 0)):
+            con.execute(
+                "INSERT INTO variants (id, cls, dtypes, device_variant, fingerprint) "
+                "VALUES (?, 'X', '', ?, 'f')",
+                (vid, dv),
+            )
+    with sqlite3.connect(new) as con:
+        con.execute("UPDATE variants SET device_variant = 0 WHERE id = ?", (ids[2],))
+        con.execute("UPDATE variants SET fingerprint = 'other' WHERE id IN (?, ?)", ids[1:3:1])
+        con.execute("UPDATE variants SET device_variant = 0 WHERE id = ?", (ids[4],))
+
+    def table(db: Path) -> dict[str, tuple[int, str]]:
+        with sqlite3.connect(db) as con:
+            q = "SELECT id, device_variant, fingerprint FROM variants"
+            return {r[0]: (r[1], r[2]) for r in con.execute(q)}
+
+    a, b = table(old), table(new)
+    diff = diff_indexes(old, new)
+    assert diff.added == sorted(set(b) - set(a)) and diff.removed == sorted(set(a) - set(b))
+    assert [m.id for m in diff.modified] == sorted(
+        v for v in a.keys() & b.keys() if a[v][1] != b[v][1]
+    )
+    dev = device_delta(new, diff)
+    assert dev.entered == sorted(v for v in b if b[v][0] and not a.get(v, (0,))[0])
+    assert dev.left == sorted(v for v in a if a[v][0] and not b.get(v, (0,))[0])
+    assert dev.total == sum(1 for v in b if b[v][0])
+    assert set(dev.entered) >= set(ids[:2]) and {ids[2], ids[4], "test/x.py::X::test_gone"} <= set(
+        dev.left
+    )

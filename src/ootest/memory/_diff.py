@@ -23,8 +23,8 @@ from ootest.memory._fingerprint import (
     reasons,
     variant_components,
 )
+from ootest.memory._ids import template_of
 from ootest.memory._store import chunks, connect, read_meta
-from ootest.memory._variants import template_of
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,11 @@ class IndexDiff:
     modified: list[Modified] = field(default_factory=list)
     old_total: int = 0
     new_total: int = 0
+    #: The device flag (``device_variant``) of each variant added (in the new index)
+    #: and removed (in the old one), and (ID, flag now) of the variants in both whose
+    #: flag flipped: found in the same passes, for ``select run --since``.
+    device: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
+    flipped: list[tuple[str, bool]] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def total(self) -> int:
@@ -119,30 +124,45 @@ def _diff(o: sqlite3.Connection, n: sqlite3.Connection) -> IndexDiff:
         old_total=int(n.execute(count.format("old")).fetchone()[0]),
         new_total=int(n.execute(count.format("main")).fetchone()[0]),
     )
-    d.removed = [
-        str(r[0])
-        for r in n.execute(
-            "SELECT id FROM old.variants WHERE id NOT IN (SELECT id FROM main.variants) ORDER BY id"
-        )
-    ]
-    # added and modified in one pass over the new table (a second pass cost as much)
+    # added, modified and device flags flipped in one pass over the new table (each
+    # further pass cost as much)
     rows: list[tuple[Any, ...]] = []
     for r in n.execute(
-        "SELECT m.id, v.id IS NULL, v.op, v.module, v.entry_fp, m.op, m.module, m.entry_fp "
+        "SELECT m.id, v.id IS NULL, v.fingerprint != m.fingerprint, m.device_variant, "
+        "v.device_variant, v.op, v.module, v.entry_fp, m.op, m.module, m.entry_fp "
         "FROM main.variants m LEFT JOIN old.variants v ON v.id = m.id "
-        "WHERE v.id IS NULL OR v.fingerprint != m.fingerprint ORDER BY m.id"
+        "WHERE v.id IS NULL OR v.fingerprint != m.fingerprint "
+        "OR v.device_variant != m.device_variant ORDER BY m.id"
     ):
+        vid = str(r[0])
         if r[1]:
-            d.added.append(str(r[0]))
-        else:
-            rows.append((r[0], *r[2:]))
-    keys = {template_of(str(r[0])) for r in rows}
+            d.added.append(vid)
+            d.device[vid] = bool(r[3])
+            continue
+        if r[3] != r[4]:
+            d.flipped.append((vid, bool(r[3])))
+        if r[2]:
+            rows.append((vid, *r[5:]))
+    # each ID is a key: the old variants matched are the new ones not added, so the
+    # old table is scanned for removed ones only when some are
+    if d.old_total != d.new_total - len(d.added):
+        for vid, device in n.execute(
+            "SELECT id, device_variant FROM old.variants "
+            "WHERE id NOT IN (SELECT id FROM main.variants) ORDER BY id"
+        ):
+            d.removed.append(str(vid))
+            d.device[str(vid)] = bool(device)
+    keys = {template_of(r[0]) for r in rows}
     t_old, t_new = _templates(o, keys), _templates(n, keys)
+    seen: dict[tuple[Any, ...], tuple[str, ...]] = {}  # variants of one template and entry
     for k, oop, omod, ofp, nop, nmod, nfp in rows:
-        k = str(k)
-        before = variant_components(t_old.get(template_of(k), {}), oop, omod, ofp)
-        after = variant_components(t_new.get(template_of(k), {}), nop, nmod, nfp)
-        d.modified.append(Modified(k, tuple(reasons(before, after)) or ("fingerprint",)))
+        key = (template_of(k), oop, omod, ofp, nop, nmod, nfp)
+        why = seen.get(key)
+        if why is None:
+            before = variant_components(t_old.get(key[0], {}), oop, omod, ofp)
+            after = variant_components(t_new.get(key[0], {}), nop, nmod, nfp)
+            why = seen[key] = tuple(reasons(before, after)) or ("fingerprint",)
+        d.modified.append(Modified(k, why))
     return d
 
 

@@ -18,6 +18,7 @@ from ootest.memory._fingerprint import (
     template_components,
     variant_components,
 )
+from ootest.memory._ids import file_of, template_of
 from ootest.memory._rows import id_range, test_key
 from ootest.memory._static import FileFacts
 
@@ -33,17 +34,6 @@ class VariantCounts:
     changed: int = 0  # fingerprint changed
     written: int = 0
     duplicates: int = 0  # collected items whose variant ID another item has
-
-
-def file_of(vid: str) -> str:
-    """The file key a variant ID starts with."""
-    return vid.split("::", 1)[0]
-
-
-def template_of(vid: str) -> str:
-    """The test key of a variant ID: the ID without its bracket."""
-    file, _, rest = vid.partition("::")
-    return f"{file}::{rest.split('[', 1)[0]}"
 
 
 class VariantWriter:

@@ -11,6 +11,7 @@ rather than rewriting lines nobody asked to change.
 from __future__ import annotations
 
 import difflib
+import functools
 import io
 import os
 from dataclasses import dataclass, field
@@ -346,6 +347,24 @@ def variant_from_id(vid: str) -> Any:
     if rest.endswith("]") and "[" in rest:
         rest, _, body = rest[:-1].partition("[")
     names = rest.split("::")
+    op, dtypes, module, params = _axes(body)
+    return Variant(
+        file=file,
+        cls=names[0] if len(names) > 1 else "",
+        method=names[-1],
+        op=op,
+        dtypes=dtypes,
+        module=module,
+        params=params,
+    )
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _axes(
+    body: str,
+) -> tuple[str | None, tuple[str, ...], str | None, tuple[tuple[str, str], ...]]:
+    """(op, dtypes, module, other axes) of a variant ID's bracket; each bracket read
+    once (thousands of variants share ``op=add,dtype=float32``)."""
     axes: dict[str, str] = {}
     key = ""
     for part in body.split(",") if body else []:
@@ -358,12 +377,4 @@ def variant_from_id(vid: str) -> Any:
     op = axes.pop("op", None)
     dtypes = tuple(axes.pop("dtype").split(",")) if "dtype" in axes else ()
     module = axes.pop("module", None)
-    return Variant(
-        file=file,
-        cls=names[0] if len(names) > 1 else "",
-        method=names[-1],
-        op=op,
-        dtypes=dtypes,
-        module=module,
-        params=tuple(sorted(axes.items())),
-    )
+    return op, dtypes, module, tuple(sorted(axes.items()))

@@ -16,11 +16,15 @@ from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ootest.errors import UserError
 from ootest.record.results import RunData
 from ootest.select.rules import Evidence, Result
 from ootest.select.signature import signature
+
+if TYPE_CHECKING:
+    from ootest.memory import IndexDiff
 
 #: Decorators that keep a test from running on a privateuse1 device (upstream's
 #: own gating); ``device_restrictions: bypass`` in a config lifts them.
@@ -97,48 +101,19 @@ class DeviceDelta:
     left: list[str]  # device variants before that are not now (removed, or no longer for it)
 
 
-def device_delta(
-    old: Path, new: Path, added: Collection[str], removed: Collection[str]
-) -> DeviceDelta:
-    """Which device variants entered and left between two memories, given the IDs
-    the memory diff found added and removed: those are looked up one by one, and
-    variants present in both whose device flag flipped are found by one join in
-    SQLite (the old memory attached to the new one)."""
-    con = _memory(new)
-    try:
-        con.execute("ATTACH DATABASE ? AS old", (f"file:{old}?mode=ro",))
-
-        def device(db: str, ids: Collection[str]) -> list[str]:
-            out: list[str] = []
-            keys = sorted(ids)
-            for k in range(0, len(keys), 900):
-                part = keys[k : k + 900]
-                marks = ",".join("?" * len(part))
-                out += [
-                    r[0]
-                    for r in con.execute(
-                        f"SELECT id FROM {db}.variants WHERE device_variant AND id IN ({marks})",
-                        part,
-                    )
-                ]
-            return out
-
-        flips = con.execute(
-            "SELECT m.id, m.device_variant FROM main.variants m JOIN old.variants o "
-            "ON o.id = m.id WHERE m.device_variant != o.device_variant"
-        ).fetchall()
-        return DeviceDelta(
-            int(con.execute("SELECT count(*) FROM variants WHERE device_variant").fetchone()[0]),
-            sorted([*device("main", added), *(i for i, d in flips if d)]),
-            sorted([*device("old", removed), *(i for i, d in flips if not d)]),
-        )
-    except sqlite3.Error as e:
-        raise UserError(
-            f"--since {old}, --memory {new}: expected two ootest memory indexes; "
-            f"reading them failed: {e}"
-        ) from None
-    finally:
-        con.close()
+def device_delta(new: Path, diff: IndexDiff) -> DeviceDelta:
+    """Which device variants entered and left between two memories, from their diff
+    (the device flags of the variants it found added, removed and flipped, read in
+    its passes over the tables); the new memory counts its device variants."""
+    with _reading(new) as con:
+        total = int(con.execute("SELECT count(*) FROM variants WHERE device_variant").fetchone()[0])
+    return DeviceDelta(
+        total,
+        sorted([*(v for v in diff.added if diff.device[v]), *(i for i, d in diff.flipped if d)]),
+        sorted(
+            [*(v for v in diff.removed if diff.device[v]), *(i for i, d in diff.flipped if not d)]
+        ),
+    )
 
 
 def device_ids(path: Path, files: Collection[str]) -> dict[str, list[str]]:

@@ -57,6 +57,8 @@ Judging = Callable[
 ]
 
 _VID = re.compile(r'"variant_id": ("(?:[^"\\]|\\.)*")')
+#: ``json.dumps(row, sort_keys=True)`` without building an encoder per line
+_ENCODE = json.JSONEncoder(sort_keys=True).encode
 
 
 @dataclass
@@ -193,9 +195,19 @@ class _Sidecar:
         return hit
 
     def rows_of(self, file: str) -> Counter[str]:
-        """The modes of the rows of one file key, as the sidecar has them now."""
+        """The modes of the rows of one file key, as the sidecar has them now: each
+        mode's key counted over the file's stretch of lines (as :meth:`totals`
+        counts), read line by line only when the counts do not add up to the lines."""
+        from ootest.select.rules import MODES
+
         _, lo, _ = self.locate(file + "::")
         _, hi, _ = self.locate(file + ":;", lo)  # ':' + 1 is ';'
+        chunk = self.data[lo:hi]  # a map has no count()
+        counted = Counter(
+            {m: n for m in MODES if (n := chunk.count(b'"mode": "' + m.encode() + b'"'))}
+        )
+        if sum(counted.values()) == chunk.count(b"\n"):
+            return counted
         out: Counter[str] = Counter()
         pos = lo
         while pos < hi:
@@ -204,14 +216,31 @@ class _Sidecar:
             pos = end + 1
         return out
 
+    def _next_is(self, pos: int, vid: str) -> tuple[bool, int, int] | None:
+        """``vid``'s line if it is the one starting at byte ``pos``, read as :meth:`vid`
+        reads it (an ID JSON writes with escapes is left to :meth:`find`)."""
+        if pos >= len(self.data) or vid in self._found:
+            return None
+        start, end = self._line(pos)
+        at = self.data.find(b'"variant_id": "', start, end)
+        raw = vid.encode("utf-8")
+        if at < 0 or not raw.isascii() or b'"' in raw or b"\\" in raw:
+            return None
+        at += 15  # len('"variant_id": "')
+        if self.data[at : at + len(raw) + 1] != raw + b'"':
+            return None
+        hit = self._found[vid] = (True, start, end)
+        return hit
+
     def old(self, vids: Iterable[str]) -> dict[str, tuple[bytes, str]]:
-        """The current line and mode of each of ``vids`` found."""
+        """The current line and mode of each of ``vids`` found (the next of a sorted
+        run of changed variants is often on the line after the last one found)."""
         out: dict[str, tuple[bytes, str]] = {}
-        lo = 0
+        lo, after = 0, len(self.data)
         for vid in sorted(vids):
             if vid not in self._old:  # asked twice by an upgrade: read once
-                found, start, end = self.find(vid, lo)
-                lo = start
+                found, start, end = self._next_is(after, vid) or self.find(vid, lo)
+                lo, after = start, (end + 1 if found else len(self.data))
                 self._old[vid] = (self.data[start:end], self.mode(start, end)) if found else None
             hit = self._old[vid]
             if hit is not None:
@@ -343,7 +372,7 @@ def _row(
         "fingerprint": fingerprint,
         **(more or {}),
     }
-    return json.dumps(row, sort_keys=True)
+    return _ENCODE(row)
 
 
 def _read(config: Path) -> str:
@@ -466,7 +495,7 @@ def upgrade(
         )
     side = _Sidecar(config)
     diff = diff_indexes(old_db, new_db)
-    dev = device_delta(old_db, new_db, diff.added, diff.removed)
+    dev = device_delta(new_db, diff)
     entered, removed = set(dev.entered), set(dev.left)
     why: dict[str, tuple[str, ...]] = {v: ("added",) for v in diff.added if v in entered}
     why.update((v, ("now a device variant",)) for v in entered if v not in why)
