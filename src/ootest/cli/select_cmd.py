@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
     def header(counts: Counter[str]) -> list[str]:
         return _header(args, support, counts, model)
 
-    return _emit(args.out, rows, fps, args.root_var, header, {}, {}, extra)
+    return _emit(args.out, rows, fps, args.root_var, header, {}, {}, extra, args.device)
 
 
 def _emit(
@@ -205,6 +205,7 @@ def _emit(
     precision: dict[tuple[str, str], Any],
     kept: dict[str, list[Any]],
     extra: dict[str, dict[str, Any]] | None = None,
+    device: str | None = None,
 ) -> int:
     import json
 
@@ -217,7 +218,7 @@ def _emit(
         placed.append(Placed(d, file, template, axes))
     counts = Counter(d.mode for _, d in rows)
     paths = {p.file: f"${{{root_var}}}/{p.file}" for p in placed}
-    text = splice(render(placed, paths, header(counts), precision), kept)
+    text = splice(render(placed, paths, header(counts), precision, device), kept)
     extra = extra or {}
     side = "".join(
         json.dumps(
@@ -276,7 +277,24 @@ def refine(args: argparse.Namespace) -> int:
         return [f"decisions: {summary}" if h.startswith("decisions:") else h for h in head]
 
     print(f"ootest: refine: {changed} of {len(out_rows)} decisions changed", file=sys.stderr)
-    return _emit(args.config, out_rows, fps, _root_var(old), new_head, precision, kept)
+    if rows and args.results and not any(ev.variant_id in last for ev, _, _ in rows):
+        print(
+            f"ootest: refine: no result in {', '.join(map(str, args.results))} is a variant"
+            f" of {args.config} (run on another device, or without one?); nothing learned."
+            f" Run the config with `ootest run {args.config} --device DEVICE`",
+            file=sys.stderr,
+        )
+    return _emit(
+        args.config, out_rows, fps, _root_var(old), new_head, precision, kept, None, _device(old)
+    )
+
+
+def _device(text: str) -> str | None:
+    """The ``device:`` a generated config names (kept when it is rewritten)."""
+    import re
+
+    m = re.search(r"^  device: *(\S+) *$", text, re.M)
+    return m[1] if m else None
 
 
 def _root_var(text: str) -> str:
