@@ -213,7 +213,7 @@ def _prepare(args: argparse.Namespace, cfg: Config) -> _Prepared:
     if baseline is not None and not baseline.exists():
         raise UserError(f"--baseline {baseline}: no such results file")
     timeout = args.timeout if args.timeout is not None else cfg.suite.timeout
-    if timeout is not None and timeout <= 0:
+    if timeout is not None and not 0 < timeout < 1e9:
         raise UserError(f"--timeout: expected a positive number of seconds; found {timeout}")
     return _Prepared(outputs, baseline, state_dir(results), timeout, shard)
 

@@ -347,7 +347,7 @@ def audit(args: argparse.Namespace) -> int:
 
     if args.sample < 1:
         raise UserError(f"--sample: expected at least 1 variant; found {args.sample}")
-    if args.timeout is not None and args.timeout <= 0:
+    if args.timeout is not None and not 0 < args.timeout < 1e9:
         raise UserError(f"--timeout: expected a positive number of seconds; found {args.timeout}")
     pop, cfg, by_key = au.population(args.config)
     members = pop.members
