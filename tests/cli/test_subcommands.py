@@ -36,3 +36,25 @@ def test_combination_matrix_under_both_spellings() -> None:
     assert new.returncode == 0, new.stderr
     assert new.stdout == old.stdout
     assert len(json.loads(new.stdout)["include"]) == 2
+
+
+def test_run_output_paths_that_cannot_be_written_are_one_line(tmp_path: Path) -> None:
+    # A folder given as --junit or --html was an internal-error traceback after every
+    # test had run; a --results under a file, one before any test ran.
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
+    (tmp_path / "suite.yaml").write_text("test_suite_config:\n  files: [{path: test_a.py}]\n")
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("x")
+    for args, message in (
+        (["--junit", "adir"], "--junit adir: is a folder; expected a file path"),
+        (["--html", "adir"], "--html adir: is a folder; expected a file path"),
+        (["--results", "adir"], "--results adir: is a folder; expected a file path"),
+        (["--results", "afile/r.jsonl"], "--results afile/r.jsonl: cannot create its folder (a "
+         "file is in the way); pass a path in a writable folder"),
+        (["--results", "r.jsonl", "--junit", "afile/j.xml"], "--junit afile/j.xml: cannot"),
+    ):  # fmt: skip
+        r = ootest("run", "suite.yaml", *args, cwd=tmp_path)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stderr.startswith("ootest: error: " + message), r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "r.jsonl").exists()  # no test ran

@@ -185,6 +185,24 @@ def test_a_bad_timeout_is_a_usage_error(
     assert "INTERNALERROR" not in r.stdout.str() + r.stderr.str()
 
 
+def test_output_paths_that_cannot_be_written_are_a_usage_error(pytester: pytest.Pytester) -> None:
+    # each was an INTERNALERROR traceback at configure
+    pytester.makepyfile(test_mod="def test_a():\n    pass\n")
+    pytester.mkdir("adir")
+    pytester.makefile(".txt", afile="x")
+    for args, message in (
+        (["--ootest-results", "adir"], "*--ootest-results adir: is a folder; expected a file path"),
+        (["--ootest-variants", "adir"], "*--ootest-variants adir: is a folder; expected a file*"),
+        (["--ootest-results", "afile.txt/r.jsonl"], "*r.jsonl: cannot create its folder (a file*"),
+        (["--ootest-results", "r.jsonl", "--ootest-state", "afile.txt"],
+         "*--ootest-state afile.txt: is a file; expected a folder*"),
+    ):  # fmt: skip
+        r = pytester.runpytest(*args)
+        assert r.ret == pytest.ExitCode.USAGE_ERROR, args
+        r.stderr.fnmatch_lines([message])
+        assert "INTERNALERROR" not in r.stdout.str() + r.stderr.str()
+
+
 def test_tags_and_labels_become_marks(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_m="def test_a():\n    pass\n\ndef test_b():\n    pass\n\ndef test_c():\n    pass\n"

@@ -187,6 +187,7 @@ def _prepare(args: argparse.Namespace, cfg: Config) -> _Prepared:
     """Check the options and settle the paths. Everything a run writes (reports,
     log, state folder, baseline) goes next to its results file: a run given
     --results writes nowhere else."""
+    from ootest.atomic import check_output
     from ootest.record.results import RunData, read_records, state_dir
     from ootest.record.shard import ShardSpec
 
@@ -197,6 +198,10 @@ def _prepare(args: argparse.Namespace, cfg: Config) -> _Prepared:
         raise UserError("--resume PATH continues PATH itself; do not also pass --results")
     outputs = output_paths(args)
     results = outputs.results
+    named = "--resume" if args.resume else "--results"
+    for what, path in ((named, results), ("--junit", outputs.junit), ("--html", outputs.html)):
+        check_output(path, what)  # before any test runs (was a traceback after all of them)
+    check_output(state_dir(results), f"{named} (its state folder)", folder=True)
     baseline = Path(args.baseline) if args.baseline else None
     if args.resume:
         if not results.exists():

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ootest.atomic import check_output
 from ootest.config.decide import Decision
 from ootest.config.paths import file_keys, norm
 from ootest.config.when import Context
@@ -137,6 +138,17 @@ class OotestPlugin:
             raise UserError(
                 f"--ootest-timeout: expected a positive number of seconds; found {given:g}"
             )
+        for opt, flag in (
+            ("ootest_results", "--ootest-results"),
+            ("ootest_variants", "--ootest-variants"),
+            ("ootest_ops_capture", "--ootest-ops-capture"),
+            ("ootest_state", "--ootest-state"),
+        ):
+            if getattr(ns, opt, None):  # a bad path was an INTERNALERROR at configure
+                check_output(Path(getattr(ns, opt)), flag, folder=opt == "ootest_state")
+        if getattr(ns, "ootest_results", None) and not getattr(ns, "ootest_state", None):
+            where = state_dir(Path(ns.ootest_results))
+            check_output(where, "--ootest-results (its state folder)", folder=True)
         ctx = Context.current()
         cfg = plan = cache = None
         if cfg_path:
