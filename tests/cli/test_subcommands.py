@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ootest
 
 
@@ -58,3 +60,39 @@ def test_run_output_paths_that_cannot_be_written_are_one_line(tmp_path: Path) ->
         assert r.stderr.startswith("ootest: error: " + message), r.stderr
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not (tmp_path / "r.jsonl").exists()  # no test ran
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["report", "r.jsonl", "--format", "html", "-o", "adir"], "-o adir: is a folder"),
+        (["merge", "r.jsonl", "--html", "adir"], "--html adir: is a folder"),
+        (["merge", "r.jsonl", "--results", "afile/m.jsonl"], "--results afile/m.jsonl: cannot "
+         "create its folder (a file is in the way)"),
+        (["index", "build", "--root", ".", "--db", "afile/x.db"], "--db afile/x.db: cannot"),
+        (["ops", "capture", "test_a.py", "--db", "afile/x.db"], "--db afile/x.db: cannot"),
+        (["select", "run", "--variants", "r.jsonl", "--device", "emu:young", "--out", "adir"],
+         "--out adir: is a folder"),
+        (["select", "scope", "--device", "emu:young", "--root", ".", "--out", "adir"],
+         "--out adir: is a folder"),
+        (["model", "record", "--tag", "t", "--out", "adir", "--", "python", "m.py"],
+         "--out adir: is a folder"),
+    ],
+)  # fmt: skip
+def test_outputs_that_cannot_be_written_are_one_line_before_any_work(
+    tmp_path: Path, argv: list[str], message: str
+) -> None:
+    # each was an internal-error traceback, most after the work was done (a capture
+    # run, an index build, the model script, a backend probe)
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
+    (tmp_path / "m.py").write_text("raise SystemExit('the script must not run')\n")
+    (tmp_path / "r.jsonl").write_text(
+        '{"kind": "result", "variant_id": "a", "outcome": "passed"}\n'
+    )
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("x")
+    r = ootest(*argv, cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.startswith("ootest: error: " + message), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "must not run" not in r.stdout + r.stderr

@@ -73,6 +73,9 @@ def capture(args: argparse.Namespace) -> int:
 
     if args.shard:
         ShardSpec.parse(args.shard)
+    from ootest.atomic import check_output
+
+    check_output(args.db, "--db")  # before the capture runs
     work = args.db.with_name(args.db.name + ".capture")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)

@@ -176,6 +176,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             "select run: expected --out SUITE.yaml (or --since OLD.db --config SUITE.yaml)"
         )
+    from ootest.atomic import check_output
+
+    check_output(args.out, "--out")
     judging = _judging(args)  # its settings are checked before any work
     support = _support(args)
     scope, areas, notes = _scope(args.scope)
@@ -494,6 +497,9 @@ def run_since(args: argparse.Namespace) -> int:
             return rows, extra
 
     out = args.out or args.config
+    from ootest.atomic import check_output
+
+    check_output(out, "--out")
     o = upgrade(args.since, args.config, out, sources, support, scope, provenance, judge)
     return _report(o)
 
@@ -508,8 +514,10 @@ def _report(o: Any) -> int:
 
 
 def enable(args: argparse.Namespace) -> int:
+    from ootest.atomic import check_output
     from ootest.select.since import enable_op
 
+    check_output(args.out or args.config, "--out")
     o, _name = enable_op(args.op, args.ops, args.config, args.out or args.config)
     return _report(o)
 
