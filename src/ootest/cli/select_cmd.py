@@ -356,6 +356,12 @@ def audit(args: argparse.Namespace) -> int:
     members = pop.members
     if args.reason:
         members = [m for m in members if au.matches_reason(m.reason, args.reason)]
+        if not members and pop.members:  # a mistyped code was an empty audit, exit 0
+            codes = sorted({m.reason.split(":")[0] for m in pop.members})
+            raise UserError(
+                f"--reason {args.reason}: no skipped or xfailed variant of {args.config} has "
+                f"that reason code; expected one of: {', '.join(codes)}"
+            )
     chosen = au.draw(members, args.sample, args.seed)
     records: dict[str, dict[str, Any]] = {}
     if chosen:
