@@ -96,3 +96,51 @@ def test_outputs_that_cannot_be_written_are_one_line_before_any_work(
     assert r.stderr.startswith("ootest: error: " + message), r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "must not run" not in r.stdout + r.stderr
+
+
+def test_a_second_run_on_the_same_results_file_stops(tmp_path: Path) -> None:
+    # two configs run at once from one folder (both on .ootest/results.jsonl) mixed
+    # their records, each reporting the other's tests as its own
+    import os
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "test_wait.py").write_text(
+        "import os, time\n"
+        "def test_wait():\n"
+        "    open('started', 'w').close()\n"
+        "    end = time.time() + 60\n"
+        "    while not os.path.exists('go') and time.time() < end:\n"
+        "        time.sleep(0.05)\n"
+    )
+    (tmp_path / "test_b.py").write_text("def test_b():\n    pass\n")
+    (tmp_path / "a.yaml").write_text(
+        "test_suite_config:\n  files:\n"
+        "    - {path: test_wait.py, unlisted_test_mode: mandatory_success}\n"
+    )
+    (tmp_path / "b.yaml").write_text("test_suite_config:\n  files: [{path: test_b.py}]\n")
+    env = {**os.environ}
+    env.pop("PYTEST_ADDOPTS", None)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "ootest.cli", "run", "a.yaml", "--fork", "off"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        end = time.time() + 60
+        while not (tmp_path / "started").exists() and time.time() < end:
+            time.sleep(0.05)
+        second = ootest("run", "b.yaml", cwd=tmp_path)
+        assert second.returncode == 2, second.stdout + second.stderr
+        assert second.stderr == (
+            "ootest: error: --results .ootest/results.jsonl: another ootest run is writing "
+            "it; wait for it to end, or give this run its own --results PATH\n"
+        )
+        # its own --results is fine
+        assert ootest("run", "b.yaml", "--results", "b.jsonl", cwd=tmp_path).returncode == 0
+    finally:
+        (tmp_path / "go").touch()
+        out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, out + err
+    assert "OK: 1 results in .ootest/results.jsonl" in out + err
+    assert ootest("run", "b.yaml", cwd=tmp_path).returncode == 0  # the lock went with it
