@@ -162,6 +162,47 @@ def test_bad_device_spec(pytester: pytest.Pytester) -> None:
     r.stderr.fnmatch_lines(["*expected 'emu', 'emu:<profile>' or '<module>:<backend name>'*"])
 
 
+@pytest.mark.parametrize(
+    ("flag", "top", "message"),
+    [
+        ("-1", "", "*--ootest-timeout: expected a positive number of seconds; found -1"),
+        ("inf", "", "*--ootest-timeout: expected a positive number of seconds; found inf"),
+        (None, "  timeout: .inf\n", "*cfg.yaml:2:12: *timeout: expected a finite number*"),
+        (None, "  timeout: 1.0e15\n", "*cfg.yaml:2:12: *timeout: expected a number less than*"),
+    ],
+)  # fmt: skip
+def test_a_bad_timeout_is_a_usage_error(
+    pytester: pytest.Pytester, flag: str | None, top: str, message: str
+) -> None:
+    # faulthandler.dump_traceback_later takes no timeout <= 0 or past ~1e12 s: these
+    # were an INTERNALERROR ValueError/OverflowError at the first test
+    pytester.makepyfile(test_mod="def test_a():\n    pass\n")
+    pytester.makefile(".yaml", cfg=f"test_suite_config:\n{top}  files:\n    - path: test_mod.py\n")
+    args = ["--ootest-timeout", flag] if flag else ["--ootest-config", "cfg.yaml"]
+    r = pytester.runpytest(*args)
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines([message])
+    assert "INTERNALERROR" not in r.stdout.str() + r.stderr.str()
+
+
+def test_output_paths_that_cannot_be_written_are_a_usage_error(pytester: pytest.Pytester) -> None:
+    # each was an INTERNALERROR traceback at configure
+    pytester.makepyfile(test_mod="def test_a():\n    pass\n")
+    pytester.mkdir("adir")
+    pytester.makefile(".txt", afile="x")
+    for args, message in (
+        (["--ootest-results", "adir"], "*--ootest-results adir: is a folder; expected a file path"),
+        (["--ootest-variants", "adir"], "*--ootest-variants adir: is a folder; expected a file*"),
+        (["--ootest-results", "afile.txt/r.jsonl"], "*r.jsonl: cannot create its folder (a file*"),
+        (["--ootest-results", "r.jsonl", "--ootest-state", "afile.txt"],
+         "*--ootest-state afile.txt: is a file; expected a folder*"),
+    ):  # fmt: skip
+        r = pytester.runpytest(*args)
+        assert r.ret == pytest.ExitCode.USAGE_ERROR, args
+        r.stderr.fnmatch_lines([message])
+        assert "INTERNALERROR" not in r.stdout.str() + r.stderr.str()
+
+
 def test_tags_and_labels_become_marks(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_m="def test_a():\n    pass\n\ndef test_b():\n    pass\n\ndef test_c():\n    pass\n"

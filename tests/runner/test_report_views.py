@@ -315,3 +315,28 @@ def test_report_trend_usage_errors(
     err = capsys.readouterr().err
     assert err.startswith("ootest: error: " + message), err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_report_on_garbled_or_foreign_files(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A non-UTF-8 byte in one line (a torn or garbled write) costs that line only;
+    # a named file with no record at all (a gzip, a JUnit XML) is one clear error,
+    # not a UnicodeDecodeError traceback or a quiet "0 results".
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "A", BEFORE)
+    good = (tmp_path / "A").read_bytes()
+    (tmp_path / "G").write_bytes(b"\xff\xfe{garbled\n" + good + b'{"kind": "res\xc3')
+    assert main(["report", "G", "--format", "json"]) == 0
+    assert main(["report", "A", "--format", "json"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == out[1]
+    for name, data in (("Z", b"\x1f\x8b\x08\x00\xff\xfe"), ("X", b"<testsuites/>\n")):
+        (tmp_path / name).write_bytes(data)
+        for argv in (["report", name], ["merge", "A", name], ["report", "--trend", "A", name]):
+            assert main(argv) == 2, argv
+            err = capsys.readouterr().err
+            assert err.startswith(f"ootest: error: {name}: expected JSON lines"), err
+            assert len(err.strip().splitlines()) == 1

@@ -194,3 +194,22 @@ def test_report_counts_and_table() -> None:
     lo, hi = wilson(1, 3) or (0, 0)
     assert f"{100 * lo:.1f}% - {100 * hi:.1f}%" in text
     assert "false skips (2)" in text and "t.py::T::test_b" in text
+
+
+def test_an_unknown_reason_code_is_one_line(tmp_path: Path) -> None:
+    # a mistyped --reason was an empty audit table and exit 0
+    (tmp_path / "test_planted.py").write_text(_SUITE)
+    decisions = [_decision(i) for i in range(45)]
+    placed = [Placed(d, *split_id(d.variant_id)) for d in decisions]
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(render(placed, {"test_planted.py": "test_planted.py"}, ["planted"]))
+    (tmp_path / "suite.evidence.jsonl").write_text(
+        "".join(json.dumps(evidence_row(Evidence(d.variant_id), d, "")) + "\n" for d in decisions)
+    )
+    r = ootest("select", "audit", str(suite), "--sample", "5", "--reason", "op_unsuported")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"ootest: error: --reason op_unsuported: no skipped or xfailed variant of {suite} has "
+        "that reason code; expected one of: dtype_unsupported, no_evidence, op_unsupported"
+    ]
+    assert not (tmp_path / "suite.audit.yaml").exists()

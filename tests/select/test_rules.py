@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -212,3 +214,29 @@ def test_select_run_says_which_op_saw_which_dtype(
     assert rows[FINE]["decision"]["mode"] == "mandatory_success"
     assert "aten::mm saw int64" in promo["decision"]["evidence"][0]
     assert "unlisted_test_mode: skip" in (tmp_path / "s.yaml").read_text()  # the skips
+
+
+def test_a_config_selected_for_a_device_runs_on_it_and_refine_says_when_nothing_matched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `select run --device emu:young` wrote no device:, so the documented next step
+    # `ootest run suite.yaml` ran every test on no device (CPU variants), and refine
+    # learned nothing from those results without saying so.
+    from ootest.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    vid = "test/t.py::TestX::test_a[dtype=float32]"
+    rec = {"kind": "variant", "variant_id": vid, "device_variant": True}
+    Path("v.jsonl").write_text(json.dumps(rec) + "\n")
+    argv = ["select", "run", "--variants", "v.jsonl", "--device", "emu:young", "--out", "s.yaml"]
+    assert main(argv) == 0
+    text = Path("s.yaml").read_text()
+    assert "test_suite_config:\n  device: emu:young\n  files:\n" in text
+    cpu = {"kind": "result", "variant_id": vid[:-1] + ",device=cpu]", "outcome": "failed"}
+    Path("r.jsonl").write_text(json.dumps(cpu) + "\n")
+    capsys.readouterr()
+    assert main(["select", "refine", "s.yaml", "--results", "r.jsonl"]) == 0
+    err = capsys.readouterr().err
+    assert "no result in r.jsonl is a variant of s.yaml" in err
+    assert "  device: emu:young\n" in Path("s.yaml").read_text()  # kept on rewrite
+    assert "torch" not in sys.modules

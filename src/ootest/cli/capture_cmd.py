@@ -43,6 +43,8 @@ def _pytest_command(args: argparse.Namespace, stream: Path) -> list[str]:
     paths = [t for t in args.targets if t not in configs]
     if len(configs) > 1:
         raise UserError("ops capture: give at most one config (or test paths)")
+    if not 0 < args.timeout < 1e9:
+        raise UserError(f"--timeout: expected a positive number of seconds; found {args.timeout}")
     cmd = [sys.executable, "-m", "pytest"]
     if configs:
         from ootest.config.load import load_config
@@ -71,6 +73,9 @@ def capture(args: argparse.Namespace) -> int:
 
     if args.shard:
         ShardSpec.parse(args.shard)
+    from ootest.atomic import check_output
+
+    check_output(args.db, "--db")  # before the capture runs
     work = args.db.with_name(args.db.name + ".capture")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)

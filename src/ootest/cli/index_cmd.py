@@ -171,6 +171,9 @@ def build(args: argparse.Namespace) -> int:
         from ootest.device import check_device
 
         check_device(args.device)
+    from ootest.atomic import check_output
+
+    check_output(args.db, "--db")
     opts = BuildOptions(
         roots=tuple(args.roots),
         db=args.db,

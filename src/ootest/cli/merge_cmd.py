@@ -25,11 +25,14 @@ def add_parser(sub: Any) -> None:
 
 
 def merge(args: argparse.Namespace) -> int:
+    from ootest.atomic import check_output
     from ootest.record.results import blocking
     from ootest.runner.merge import merge as merge_runs
     from ootest.runner.render import print_summary, write_html, write_junit
 
     out = Path(args.results)
+    for what, path in (("--results", out), ("--junit", args.junit), ("--html", args.html)):
+        check_output(Path(path), what)
     data = merge_runs([Path(p) for p in args.inputs], out)
     write_junit(data, Path(args.junit))
     write_html(data, Path(args.html), f"ootest: {len(args.inputs)} merged result file(s)")

@@ -93,6 +93,9 @@ def record(args: argparse.Namespace) -> int:
             f"e.g. model__my-model; found {args.tag!r}"
         )
     test = TestRef.parse(args.test or DEFAULT_TEST)
+    from ootest.atomic import check_output
+
+    check_output(args.out, "--out")  # before the script runs
     exe, opts, target = _python(list(args.pytest_args))
     probe = subprocess.run(
         [

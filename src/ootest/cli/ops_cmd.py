@@ -387,7 +387,9 @@ def affected(args: argparse.Namespace) -> int:
             rep = compute(store, ops, everything_because=reasons or None)
             rep.change = change
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
+        from ootest.atomic import check_output
+
+        check_output(args.out, "--out")
         args.out.write_text("".join(f"{v}\n" for v in rep.variants), encoding="utf-8")
     if args.json:
         return _dump(

@@ -64,6 +64,10 @@ def report(args: argparse.Namespace) -> int:
         )
     if args.json and args.format:
         raise UserError(f"--json: replaces --format {args.format}; give only one of them")
+    if args.output:
+        from ootest.atomic import check_output
+
+        check_output(Path(args.output), "-o")
     fmt = args.format or "table"
     trend = None
     if args.trend:

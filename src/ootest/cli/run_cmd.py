@@ -187,6 +187,7 @@ def _prepare(args: argparse.Namespace, cfg: Config) -> _Prepared:
     """Check the options and settle the paths. Everything a run writes (reports,
     log, state folder, baseline) goes next to its results file: a run given
     --results writes nowhere else."""
+    from ootest.atomic import check_output
     from ootest.record.results import RunData, read_records, state_dir
     from ootest.record.shard import ShardSpec
 
@@ -197,6 +198,11 @@ def _prepare(args: argparse.Namespace, cfg: Config) -> _Prepared:
         raise UserError("--resume PATH continues PATH itself; do not also pass --results")
     outputs = output_paths(args)
     results = outputs.results
+    named = "--resume" if args.resume else "--results"
+    for what, path in ((named, results), ("--junit", outputs.junit), ("--html", outputs.html)):
+        check_output(path, what)  # before any test runs (was a traceback after all of them)
+    check_output(state_dir(results), f"{named} (its state folder)", folder=True)
+    _lock_results(results, named)
     baseline = Path(args.baseline) if args.baseline else None
     if args.resume:
         if not results.exists():
@@ -213,9 +219,37 @@ def _prepare(args: argparse.Namespace, cfg: Config) -> _Prepared:
     if baseline is not None and not baseline.exists():
         raise UserError(f"--baseline {baseline}: no such results file")
     timeout = args.timeout if args.timeout is not None else cfg.suite.timeout
-    if timeout is not None and timeout <= 0:
+    if timeout is not None and not 0 < timeout < 1e9:
         raise UserError(f"--timeout: expected a positive number of seconds; found {timeout}")
     return _Prepared(outputs, baseline, state_dir(results), timeout, shard)
+
+
+_HELD: list[int] = []  # lock descriptors, open until the process ends
+
+
+def _lock_results(results: Path, named: str) -> None:
+    """Note [One run per results file]: two runs writing one results file (two configs
+    run at once from one folder, both on the default .ootest/) mixed their records,
+    and each reported the other's tests as its own; the second also moved the first's
+    results away as its baseline. A run holds an advisory lock in the results' state
+    folder until it ends; a second run on the same file stops with one line."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        return
+    from ootest.record.results import state_dir
+
+    lock = state_dir(results) / "run.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise UserError(
+            f"{named} {results}: another ootest run is writing it; wait for it to end, "
+            "or give this run its own --results PATH"
+        ) from None
+    _HELD.append(fd)
 
 
 def _pytest_command(

@@ -176,6 +176,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(
             "select run: expected --out SUITE.yaml (or --since OLD.db --config SUITE.yaml)"
         )
+    from ootest.atomic import check_output
+
+    check_output(args.out, "--out")
     judging = _judging(args)  # its settings are checked before any work
     support = _support(args)
     scope, areas, notes = _scope(args.scope)
@@ -193,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     def header(counts: Counter[str]) -> list[str]:
         return _header(args, support, counts, model)
 
-    return _emit(args.out, rows, fps, args.root_var, header, {}, {}, extra)
+    return _emit(args.out, rows, fps, args.root_var, header, {}, {}, extra, args.device)
 
 
 def _emit(
@@ -205,6 +208,7 @@ def _emit(
     precision: dict[tuple[str, str], Any],
     kept: dict[str, list[Any]],
     extra: dict[str, dict[str, Any]] | None = None,
+    device: str | None = None,
 ) -> int:
     import json
 
@@ -217,7 +221,7 @@ def _emit(
         placed.append(Placed(d, file, template, axes))
     counts = Counter(d.mode for _, d in rows)
     paths = {p.file: f"${{{root_var}}}/{p.file}" for p in placed}
-    text = splice(render(placed, paths, header(counts), precision), kept)
+    text = splice(render(placed, paths, header(counts), precision, device), kept)
     extra = extra or {}
     side = "".join(
         json.dumps(
@@ -276,7 +280,24 @@ def refine(args: argparse.Namespace) -> int:
         return [f"decisions: {summary}" if h.startswith("decisions:") else h for h in head]
 
     print(f"ootest: refine: {changed} of {len(out_rows)} decisions changed", file=sys.stderr)
-    return _emit(args.config, out_rows, fps, _root_var(old), new_head, precision, kept)
+    if rows and args.results and not any(ev.variant_id in last for ev, _, _ in rows):
+        print(
+            f"ootest: refine: no result in {', '.join(map(str, args.results))} is a variant"
+            f" of {args.config} (run on another device, or without one?); nothing learned."
+            f" Run the config with `ootest run {args.config} --device DEVICE`",
+            file=sys.stderr,
+        )
+    return _emit(
+        args.config, out_rows, fps, _root_var(old), new_head, precision, kept, None, _device(old)
+    )
+
+
+def _device(text: str) -> str | None:
+    """The ``device:`` a generated config names (kept when it is rewritten)."""
+    import re
+
+    m = re.search(r"^  device: *(\S+) *$", text, re.M)
+    return m[1] if m else None
 
 
 def _root_var(text: str) -> str:
@@ -329,12 +350,18 @@ def audit(args: argparse.Namespace) -> int:
 
     if args.sample < 1:
         raise UserError(f"--sample: expected at least 1 variant; found {args.sample}")
-    if args.timeout is not None and args.timeout <= 0:
+    if args.timeout is not None and not 0 < args.timeout < 1e9:
         raise UserError(f"--timeout: expected a positive number of seconds; found {args.timeout}")
     pop, cfg, by_key = au.population(args.config)
     members = pop.members
     if args.reason:
         members = [m for m in members if au.matches_reason(m.reason, args.reason)]
+        if not members and pop.members:  # a mistyped code was an empty audit, exit 0
+            codes = sorted({m.reason.split(":")[0] for m in pop.members})
+            raise UserError(
+                f"--reason {args.reason}: no skipped or xfailed variant of {args.config} has "
+                f"that reason code; expected one of: {', '.join(codes)}"
+            )
     chosen = au.draw(members, args.sample, args.seed)
     records: dict[str, dict[str, Any]] = {}
     if chosen:
@@ -476,6 +503,9 @@ def run_since(args: argparse.Namespace) -> int:
             return rows, extra
 
     out = args.out or args.config
+    from ootest.atomic import check_output
+
+    check_output(out, "--out")
     o = upgrade(args.since, args.config, out, sources, support, scope, provenance, judge)
     return _report(o)
 
@@ -490,8 +520,10 @@ def _report(o: Any) -> int:
 
 
 def enable(args: argparse.Namespace) -> int:
+    from ootest.atomic import check_output
     from ootest.select.since import enable_op
 
+    check_output(args.out or args.config, "--out")
     o, _name = enable_op(args.op, args.ops, args.config, args.out or args.config)
     return _report(o)
 

@@ -390,7 +390,9 @@ def _describe(err: Any, loc: Loc, root: type[BaseModel] = Document) -> str:
         return f"expected true or false; found {_yaml_type(found)}"
     if typ in ("float_type", "float_parsing", "int_type", "int_parsing"):
         return f"expected a number; found {_yaml_type(found)}"
-    if typ in ("greater_than", "greater_than_equal"):
+    if typ == "finite_number":
+        return f"expected a finite number; found {found!r}"
+    if typ in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         return f"expected a number {err['msg'].split('should be ', 1)[-1]}; found {found!r}"
     if typ == "value_error":
         return str(err["msg"]).removeprefix("Value error, ")

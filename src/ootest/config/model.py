@@ -824,7 +824,9 @@ class TestSuiteConfig(_Strict):
     labels: list[str] = Field(default_factory=list)
     files: list[FileEntry] = Field(default_factory=list)
     global_: GlobalCaps = Field(default_factory=GlobalCaps, alias="global")
-    timeout: float | None = Field(default=None, gt=0, description="Per-test timeout, seconds.")
+    timeout: float | None = Field(
+        default=None, gt=0, lt=1e9, allow_inf_nan=False, description="Per-test timeout, seconds."
+    )
     test_selectors: Selectors | None = Field(
         default=None,
         description="Torch Spyre: variants of the config's files these do not select are "

@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ootest.atomic import check_output
 from ootest.config.decide import Decision
 from ootest.config.paths import file_keys, norm
 from ootest.config.when import Context
 from ootest.device.activate import DeviceSpec, activate_device
+from ootest.errors import UserError
 from ootest.plugin import marks as mk
 from ootest.plugin.dump import VariantDump
 from ootest.plugin.inject import CALL_TAGS, Injector
@@ -57,6 +59,7 @@ if TYPE_CHECKING:  # pydantic and PyYAML load only when a config must be read
 
 
 _ONLY_FOR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
+_MAX_TIMEOUT = 1e9  # seconds; faulthandler's timer overflows near 1e12
 _FOR_CUSTOM = "PYTORCH_TESTING_DEVICE_FOR_CUSTOM"
 
 
@@ -128,6 +131,24 @@ class OotestPlugin:
     ) -> OotestPlugin:
         die_with_parent()
         ns = config.known_args_namespace
+        given = getattr(ns, "ootest_timeout", None)
+        if given is not None and not 0 < given < _MAX_TIMEOUT:
+            # before the device is built; faulthandler's timer takes neither (it was an
+            # INTERNALERROR ValueError at the first test)
+            raise UserError(
+                f"--ootest-timeout: expected a positive number of seconds; found {given:g}"
+            )
+        for opt, flag in (
+            ("ootest_results", "--ootest-results"),
+            ("ootest_variants", "--ootest-variants"),
+            ("ootest_ops_capture", "--ootest-ops-capture"),
+            ("ootest_state", "--ootest-state"),
+        ):
+            if getattr(ns, opt, None):  # a bad path was an INTERNALERROR at configure
+                check_output(Path(getattr(ns, opt)), flag, folder=opt == "ootest_state")
+        if getattr(ns, "ootest_results", None) and not getattr(ns, "ootest_state", None):
+            where = state_dir(Path(ns.ootest_results))
+            check_output(where, "--ootest-results (its state folder)", folder=True)
         ctx = Context.current()
         cfg = plan = cache = None
         if cfg_path:

@@ -165,7 +165,7 @@ def trim_partial_line(path: Path) -> None:
 def read_records(path: Path, *, missing_ok: bool = True) -> list[Record]:
     """All well-formed records, in file order (torn lines are skipped)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         if missing_ok:
             return []
@@ -175,16 +175,25 @@ def read_records(path: Path, *, missing_ok: bool = True) -> list[Record]:
     except OSError as e:
         raise UserError(f"{path}: cannot read results: {e.strerror}") from None
     out: list[Record] = []
-    for line in text.splitlines():
+    content = False
+    for line in raw.splitlines():
         if not line.strip():
             continue
+        content = True
         try:
-            rec = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):  # torn, or nested past json's limit
-            continue
+            rec = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            continue  # torn, garbled, or nested past json's limit: skip the line
         if isinstance(rec, dict):
             rec.setdefault("kind", "result")
             out.append(rec)
+    if content and not out and not missing_ok:
+        # A file the user named that holds no record at all is not a results file
+        # (a gzip, a JUnit XML, a config): saying "0 results" would hide the mistake.
+        raise UserError(
+            f"{path}: expected JSON lines written by 'ootest run'; found no record in"
+            f" {len(raw)} bytes; pass the results .jsonl file"
+        )
     return out
 
 

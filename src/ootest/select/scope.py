@@ -507,8 +507,11 @@ def _is_test_file(key: str) -> bool:
 
 
 def run_scope(args: argparse.Namespace) -> int:
+    from ootest.atomic import check_output
     from ootest.memory._files import discover
 
+    if args.out is not None:
+        check_output(args.out, "--out")  # before the backend is probed
     roots: list[Path] = list(args.root)
     if not roots:
         torch_root = os.environ.get("TORCH_ROOT")

@@ -82,15 +82,20 @@ def render(
     paths: Mapping[str, str],
     header: list[str],
     precision: Mapping[tuple[str, str], Precision] | None = None,
+    device: str | None = None,
 ) -> str:
     """The config text for ``placed`` decisions; ``paths`` maps file key -> the
     ``path:`` to write (e.g. ``${TORCH_ROOT}/test/test_x.py``); ``precision`` maps
-    (file key, name) -> a tolerance that makes it pass (refinement proposes them)."""
+    (file key, name) -> a tolerance that makes it pass (refinement proposes them);
+    ``device`` is the device the decisions were made for (written as ``device:``, so
+    a plain ``ootest run`` runs on it rather than on no device)."""
     by_file: dict[str, list[Placed]] = defaultdict(list)
     for p in placed:
         by_file[p.file].append(p)
     out = [f"# {h}" if h else "#" for h in header]
-    out += ["test_suite_config:", "  files:"]
+    out += ["test_suite_config:"]
+    out += [f"  device: {device}"] if device else []
+    out += ["  files:"]
     for file in sorted(by_file):
         precs = {n: v for (f, n), v in (precision or {}).items() if f == file}
         out += _file(paths.get(file, file), by_file[file], precs)
