@@ -62,3 +62,21 @@ def test_changing_one_attribute_changes_the_fingerprint() -> None:
 
     assert digest(canon(E(1))) == digest(canon(E(1)))
     assert digest(canon(E(1))) != digest(canon(E(2)))
+
+
+def test_diff_summary_counts_a_change_no_component_explains() -> None:
+    # A digest that changed with no component to name (reason "fingerprint") made
+    # the summary raise ValueError: the kind was missing from its sort order.
+    from ootest.memory._diff import IndexDiff, Modified
+
+    d = IndexDiff(
+        added=["t.py::T::test_new"],
+        modified=[
+            Modified("t.py::T::test_a", ("fingerprint",)),
+            Modified("t.py::T::test_b", ("fingerprint",)),
+            Modified("t.py::T::test_c", ("body",)),
+        ],
+        old_total=3,
+        new_total=4,
+    )
+    assert d.summary() == "4 of 4 variants changed: 2 fingerprint, 1 body, 1 added"

@@ -73,8 +73,10 @@ class IndexDiff:
         counts = self.counts()
         if not counts:
             return head
-        order = [*REASON_KINDS, "added", "removed"]
-        parts = sorted(counts.items(), key=lambda kv: (-kv[1], order.index(kv[0])))
+        # "fingerprint": the digest changed and no component says why (another scheme)
+        order = [*REASON_KINDS, "fingerprint", "added", "removed"]
+        rank = {kind: i for i, kind in enumerate(order)}
+        parts = sorted(counts.items(), key=lambda kv: (-kv[1], rank.get(kv[0], len(order)), kv[0]))
         return head + ": " + ", ".join(f"{n:,} {kind}" for kind, n in parts)
 
     def to_json(self) -> dict[str, Any]:
