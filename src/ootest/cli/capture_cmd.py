@@ -19,6 +19,7 @@ from typing import Any
 
 from ootest.cache import OPS_DB
 from ootest.errors import UserError
+from ootest.timeout import check_timeout
 
 
 def add_parser(osub: Any) -> None:
@@ -43,8 +44,7 @@ def _pytest_command(args: argparse.Namespace, stream: Path) -> list[str]:
     paths = [t for t in args.targets if t not in configs]
     if len(configs) > 1:
         raise UserError("ops capture: give at most one config (or test paths)")
-    if not 0 < args.timeout < 1e9:
-        raise UserError(f"--timeout: expected a positive number of seconds; found {args.timeout}")
+    check_timeout(args.timeout, "--timeout")
     cmd = [sys.executable, "-m", "pytest"]
     if configs:
         from ootest.config.load import load_config

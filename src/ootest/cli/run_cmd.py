@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ootest.cache import WORK_DIR
 from ootest.errors import EXIT_FAILED, EXIT_GUARD, EXIT_OK, EXIT_USAGE, UserError
+from ootest.timeout import check_timeout
 
 if TYPE_CHECKING:
     from ootest.config.resolved import Config
@@ -219,8 +220,7 @@ def _prepare(args: argparse.Namespace, cfg: Config) -> _Prepared:
     if baseline is not None and not baseline.exists():
         raise UserError(f"--baseline {baseline}: no such results file")
     timeout = args.timeout if args.timeout is not None else cfg.suite.timeout
-    if timeout is not None and not 0 < timeout < 1e9:
-        raise UserError(f"--timeout: expected a positive number of seconds; found {timeout}")
+    check_timeout(timeout, "--timeout")
     return _Prepared(outputs, baseline, state_dir(results), timeout, shard)
 
 

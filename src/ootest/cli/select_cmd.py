@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ootest.errors import UserError
+from ootest.timeout import check_timeout
 
 
 def add_parser(sub: Any) -> None:
@@ -350,8 +351,7 @@ def audit(args: argparse.Namespace) -> int:
 
     if args.sample < 1:
         raise UserError(f"--sample: expected at least 1 variant; found {args.sample}")
-    if args.timeout is not None and not 0 < args.timeout < 1e9:
-        raise UserError(f"--timeout: expected a positive number of seconds; found {args.timeout}")
+    check_timeout(args.timeout, "--timeout")
     pop, cfg, by_key = au.population(args.config)
     members = pop.members
     if args.reason:

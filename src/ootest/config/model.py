@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from ootest.relay.policy import RelayPolicy
+from ootest.timeout import MAX_TIMEOUT
 
 Mode = Literal["mandatory_success", "xfail", "xfail_strict", "skip"]
 MODES: tuple[str, ...] = ("mandatory_success", "xfail", "xfail_strict", "skip")
@@ -825,7 +826,11 @@ class TestSuiteConfig(_Strict):
     files: list[FileEntry] = Field(default_factory=list)
     global_: GlobalCaps = Field(default_factory=GlobalCaps, alias="global")
     timeout: float | None = Field(
-        default=None, gt=0, lt=1e9, allow_inf_nan=False, description="Per-test timeout, seconds."
+        default=None,
+        gt=0,
+        lt=MAX_TIMEOUT,
+        allow_inf_nan=False,
+        description="Per-test timeout, seconds.",
     )
     test_selectors: Selectors | None = Field(
         default=None,

@@ -20,7 +20,6 @@ from ootest.config.decide import Decision
 from ootest.config.paths import file_keys, norm
 from ootest.config.when import Context
 from ootest.device.activate import DeviceSpec, activate_device
-from ootest.errors import UserError
 from ootest.plugin import marks as mk
 from ootest.plugin.dump import VariantDump
 from ootest.plugin.inject import CALL_TAGS, Injector
@@ -52,6 +51,7 @@ from ootest.plugin.variant import variant_from_item
 from ootest.record.crash import die_with_parent
 from ootest.record.identity import FileKeys, env_roots
 from ootest.record.results import state_dir
+from ootest.timeout import check_timeout
 
 if TYPE_CHECKING:  # pydantic and PyYAML load only when a config must be read
     from ootest.config.resolved import Config, ResolvedFile
@@ -59,7 +59,6 @@ if TYPE_CHECKING:  # pydantic and PyYAML load only when a config must be read
 
 
 _ONLY_FOR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
-_MAX_TIMEOUT = 1e9  # seconds; faulthandler's timer overflows near 1e12
 _FOR_CUSTOM = "PYTORCH_TESTING_DEVICE_FOR_CUSTOM"
 
 
@@ -132,12 +131,8 @@ class OotestPlugin:
         die_with_parent()
         ns = config.known_args_namespace
         given = getattr(ns, "ootest_timeout", None)
-        if given is not None and not 0 < given < _MAX_TIMEOUT:
-            # before the device is built; faulthandler's timer takes neither (it was an
-            # INTERNALERROR ValueError at the first test)
-            raise UserError(
-                f"--ootest-timeout: expected a positive number of seconds; found {given:g}"
-            )
+        # before the device is built (it was an INTERNALERROR at the first test)
+        check_timeout(given, "--ootest-timeout")
         for opt, flag in (
             ("ootest_results", "--ootest-results"),
             ("ootest_variants", "--ootest-variants"),
