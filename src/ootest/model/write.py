@@ -103,7 +103,7 @@ def _path_for(test: Path, out_dir: Path) -> str:
     config when possible (the loader reads ``files[].path`` relative to its config)."""
     real = test.resolve()
     if real.is_relative_to(MODEL_SUITE):
-        return "${%s}/%s" % (MODEL_SUITE_VAR, real.relative_to(MODEL_SUITE).as_posix())
+        return f"${{{MODEL_SUITE_VAR}}}/{real.relative_to(MODEL_SUITE).as_posix()}"
     try:
         return os.path.relpath(real, out_dir.resolve())
     except ValueError:  # another drive
