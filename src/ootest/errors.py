@@ -35,7 +35,7 @@ EXIT_FAILED = 1  # test failures (a mandatory test did not pass, a strict xfail 
 EXIT_USAGE = 2  # a usage, config or device error the user can fix (a UserError)
 EXIT_GUARD = 3  # ``run``: the collection guard tripped
 EXIT_BUG = 70  # a bug in ootest (any exception that is not a UserError)
-EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_INTERRUPTED = 130  # Ctrl-C, or SIGTERM during ``run``
 
 
 class OotestError(Exception):

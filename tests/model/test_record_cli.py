@@ -48,3 +48,26 @@ def test_record_refuses_with_one_message(tmp_path: Path, argv: list[str], messag
     r = ootest("model", "record", *argv, cwd=tmp_path)
     assert (r.returncode, r.stderr.strip()) == (2, message.format(cwd=tmp_path))
     assert not (tmp_path / "ops.yaml").exists()
+
+
+def test_a_python_without_torch_is_one_line(tmp_path: Path) -> None:
+    # the recorder's "ModuleNotFoundError: No module named 'torch'" traceback came
+    # first, then a line that did not say why (exit 1)
+    import os
+
+    from ootest import errors
+
+    (tmp_path / "m.py").write_text("open('ran', 'w').close()\n")
+    bare = tmp_path / "bin" / "python3"
+    bare.parent.mkdir()
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')  # no site-packages: no torch
+    bare.chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": str(Path(errors.__file__).resolve().parents[1])}
+    r = ootest("model", "record", "--tag", "model__x", "--", str(bare), "m.py",
+                   cwd=tmp_path, env=env)  # fmt: skip
+    assert (r.returncode, r.stdout) == (2, ""), r.stderr
+    assert r.stderr == (
+        f"ootest: error: {bare} cannot import torch; record with the Python your model runs "
+        "with (one that has torch and ootest installed)\n"
+    )
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "ops.yaml").exists()

@@ -99,6 +99,33 @@ def test_enable_prints_the_diff_then_writes(db: Path, tmp_path: Path) -> None:
     assert done.returncode == 0 and cfg.read_text() == text + "      - cumsum\n"
 
 
+def test_enable_an_op_not_in_the_op_map_is_one_line(db: Path, tmp_path: Path) -> None:
+    # it printed a diff adding the typo and "0 variant(s) waited only on cumsun", exit 0
+    cfg = tmp_path / "cfg.yaml"
+    text = "test_suite_config:\n  global:\n    supported_ops:\n      - add\n"
+    cfg.write_text(text)
+    for op, found, hint in (
+        ("cumsun", "no packet aten::cumsun; similar: aten::cumsum", "'- cumsun'"),
+        ("nosuchop", "no packet aten::nosuchop", "'- nosuchop'"),
+    ):
+        for argv in (
+            ["ops", "enable", op, "--config", str(cfg), "--db", str(db), "--write"],
+            ["select", "enable", op, "--config", str(cfg), "--ops", str(db)],
+        ):
+            done = ootest(*argv, cwd=tmp_path)
+            assert (done.returncode, done.stdout) == (2, ""), done.stderr
+            err = done.stderr.removesuffix("TORCH=False\n")
+            expected = (
+                f"ootest: error: op {op!r}: expected an op the op map recorded (7 overloads in "
+                f"{db}); found {found}. No captured variant calls it (or the capture predates "
+                "it: capture again)"
+            )
+            if argv[0] == "ops":
+                expected += f"; to list it in supported_ops anyway, add {hint} by hand"
+            assert err == expected + "\n"
+    assert cfg.read_text() == text
+
+
 def test_affected_writes_the_variant_list(db: Path, tmp_path: Path) -> None:
     out = as_json(
         ootest(

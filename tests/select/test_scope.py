@@ -263,3 +263,26 @@ def test_scope_probes_emu_in_a_child_process(tmp_path: Path) -> None:
         "examples/suite/test_tensor_basics.py",
     ]
     assert doc["areas"]["ops"]["hooked"] is True and doc["areas"]["distributed"]["hooked"] is False
+
+
+def test_a_torch_root_without_tests_names_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # it said "--root /x/test: does not exist" though no --root was given
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "det.json").write_text(json.dumps({**det().__dict__}))
+    (tmp_path / "pytorch").mkdir()
+    monkeypatch.setenv("TORCH_ROOT", "pytorch")
+    rc = main(["select", "scope", "--detected", "det.json"])
+    assert (rc, capsys.readouterr().err) == (
+        2,
+        "ootest: error: select scope: pytorch/test (from the TORCH_ROOT environment variable, "
+        "pytorch) does not exist; expected a PyTorch checkout whose test/ folder holds the "
+        "tests; set TORCH_ROOT to one, or pass --root PATH\n",
+    )
+    # --root is named when it was given
+    rc = main(["select", "scope", "--detected", "det.json", "--root", "elsewhere"])
+    assert (rc, capsys.readouterr().err) == (
+        2,
+        "ootest: error: --root elsewhere: does not exist; expected a folder of test files\n",
+    )

@@ -67,8 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as e:
         print(f"ootest: error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("ootest: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        # a command may say what it kept and how to go on (Note [Interrupted runs])
+        print(f"ootest: interrupted; {e}" if str(e) else "ootest: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception:
         traceback.print_exc()

@@ -97,14 +97,23 @@ def record(args: argparse.Namespace) -> int:
 
     check_output(args.out, "--out")  # before the script runs
     exe, opts, target = _python(list(args.pytest_args))
+    # Both looked up without importing them: a Python lacking torch showed the
+    # recorder's ModuleNotFoundError traceback before a line that did not say why.
     probe = subprocess.run(
         [
             exe,
             "-c",
-            "import importlib.util, sys; sys.exit(importlib.util.find_spec('ootest') is None)",
+            "import importlib.util as u, sys\n"
+            "sys.exit(1 if u.find_spec('ootest') is None else 3 if u.find_spec('torch') is None "
+            "else 0)",
         ],
         capture_output=True,
     )
+    if probe.returncode == 3:
+        raise UserError(
+            f"{exe} cannot import torch; record with the Python your model runs with "
+            "(one that has torch and ootest installed)"
+        )
     if probe.returncode != 0:
         raise UserError(f"{exe} cannot import ootest; install ootest in that environment")
     with tempfile.TemporaryDirectory(prefix="ootest-record-") as tmp:

@@ -165,7 +165,10 @@ def run(args: argparse.Namespace) -> int:
         sup.fork = ForkPlan(device=device, files=files, force=args.fork == "on")
     elif args.fork == "auto":
         sup.fork_note = f"device {device!r} is not declared fork-safe (--fork on declares it)"
-    with _Progress(enabled=log is not None and not args.quiet) as progress:
+    with (
+        _Progress(enabled=log is not None and not args.quiet) as progress,
+        _Interrupt(args, results),
+    ):
         sup.on_progress = progress.update
         sup.on_line = progress.say
         last = sup.run()
@@ -347,6 +350,80 @@ def _verdict(
     if any(blocking(r) for r in data.results.values()):
         return EXIT_FAILED
     return EXIT_OK
+
+
+class _Interrupt:
+    """Note [Interrupted runs]: Ctrl-C and SIGTERM (a CI job cancelled, ``timeout``,
+    ``kill``) during the supervised part of a run. SIGTERM used to end the runner
+    silently (exit -15) and Ctrl-C said only "interrupted"; neither said that the
+    results written so far are kept and how to go on from them. Here SIGTERM raises
+    KeyboardInterrupt like Ctrl-C, so the supervisor stops the pytest child (and the
+    fork server) the same way, every complete result line stays in the results file,
+    and the CLI prints one line: how many results were kept, where, and the exact
+    ``ootest run ... --resume PATH`` that continues the run (exit 130)."""
+
+    def __init__(self, args: argparse.Namespace, results: Path) -> None:
+        self.args, self.results = args, results
+        self.previous: Any = None
+
+    def __enter__(self) -> _Interrupt:
+        import signal
+
+        try:
+            self.previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        except ValueError:  # not the main thread: leave SIGTERM alone
+            self.previous = None
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        import signal
+
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+        if isinstance(exc, KeyboardInterrupt):
+            raise KeyboardInterrupt(_resume_hint(self.args, self.results)) from None
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _resume_hint(args: argparse.Namespace, results: Path) -> str:
+    """What an interrupted run kept and the command that continues it."""
+    from ootest.record.results import RunData, read_records
+
+    if not results.exists():
+        return "no result was written yet; nothing to resume"
+    kept = len(RunData.from_records(read_records(results)).results)
+    return f"{kept} result(s) kept in {results}; continue with: {resume_command(args, results)}"
+
+
+def resume_command(args: argparse.Namespace, results: Path) -> str:
+    """The ``ootest run`` command line that continues this run from ``results``."""
+    import shlex
+
+    argv = ["ootest", "run", args.config, "--resume", str(results)]
+    for flag, value in (
+        ("--device", args.device),
+        ("--junit", args.junit),
+        ("--html", args.html),
+        ("--timeout", args.timeout),
+        ("--shard", args.shard),
+        ("--baseline", args.baseline),
+    ):
+        if value is not None:
+            argv += [flag, str(value)]
+    for d in args.durations or []:
+        argv += ["--durations", d]
+    if args.guard_threshold != 0.05:
+        argv += ["--guard-threshold", str(args.guard_threshold)]
+    if args.fork != "auto":
+        argv += ["--fork", args.fork]
+    argv += [flag for flag, on in (("--strict-config", args.strict_config),
+             ("--show-output", args.show_output), ("-q", args.quiet)) if on]  # fmt: skip
+    if args.pytest_args:
+        argv += ["--", *args.pytest_args]
+    return shlex.join(argv)
 
 
 def _unique(files: list[Any]) -> list[Any]:

@@ -20,6 +20,17 @@ VAR = re.compile(r"\$\{([^}]*)\}")
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 AUTO = ("TORCH_ROOT", "TORCH_DEVICE_ROOT")
 
+# Note [Model suite path]
+# ``ootest model record`` targets ootest's own generic model-op test, which lies in
+# whatever environment ootest is installed in. A path to it relative to the config
+# (the recorder's venv seen from the config's folder) breaks as soon as the config
+# is committed and read elsewhere: in CI, by a colleague, after the venv is rebuilt.
+# So the recorder writes ``${OOTEST_MODEL_SUITE}/test_ootest_model_ops.py`` and the
+# loader fills the variable with the folder of the ootest that reads the config
+# (the environment may point it elsewhere, as it may TORCH_ROOT).
+MODEL_SUITE_VAR = "OOTEST_MODEL_SUITE"
+MODEL_SUITE = Path(__file__).resolve().parent.parent / "model" / "suite"
+
 HOW = {
     "TORCH_ROOT": "export TORCH_ROOT=/path/to/pytorch (a checkout whose test/ folder holds "
     "the upstream tests; PYTORCH_ROOT works too)",
@@ -54,12 +65,15 @@ def environment(
     config_path: Path, templates: Iterable[str], env: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The variables paths are expanded with: the environment, PYTORCH_ROOT as
-    TORCH_ROOT (Torch Spyre's runner reads it), then auto-detected roots, looked
-    for only when a path uses one the environment lacks (detection runs git)."""
+    TORCH_ROOT (Torch Spyre's runner reads it), ootest's model suite folder as
+    OOTEST_MODEL_SUITE, then auto-detected roots, looked for only when a path uses
+    one the environment lacks (detection runs git)."""
     environ = dict(os.environ if env is None else env)
     if environ.get("PYTORCH_ROOT") and not environ.get("TORCH_ROOT"):
         environ["TORCH_ROOT"] = environ["PYTORCH_ROOT"]
     used = {name for t in templates for name in VAR.findall(t)}
+    if MODEL_SUITE_VAR in used:  # Note [Model suite path]
+        environ.setdefault(MODEL_SUITE_VAR, str(MODEL_SUITE))
     if any(name in used and name not in environ for name in AUTO):
         for var, value in auto_vars(config_path).items():
             environ.setdefault(var, value)

@@ -11,9 +11,10 @@ from typing import Any
 
 import yaml
 
+from ootest.config.paths import MODEL_SUITE, MODEL_SUITE_VAR
 from ootest.errors import UserError
 
-SUITE = Path(__file__).resolve().parent / "suite" / "test_ootest_model_ops.py"
+SUITE = MODEL_SUITE / "test_ootest_model_ops.py"
 DEFAULT_TEST = f"{SUITE}::TestModelOps::test_model_op"
 
 
@@ -97,9 +98,14 @@ def entries(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _path_for(test: Path, out_dir: Path) -> str:
-    """The test file as the config names it: relative to the config when possible."""
+    """The test file as the config names it: ootest's own model test through the
+    variable the loader fills (Note [Model suite path]), any other relative to the
+    config when possible (the loader reads ``files[].path`` relative to its config)."""
+    real = test.resolve()
+    if real.is_relative_to(MODEL_SUITE):
+        return f"${{{MODEL_SUITE_VAR}}}/{real.relative_to(MODEL_SUITE).as_posix()}"
     try:
-        return os.path.relpath(test.resolve(), out_dir.resolve())
+        return os.path.relpath(real, out_dir.resolve())
     except ValueError:  # another drive
         return str(test.resolve())
 

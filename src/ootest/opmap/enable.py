@@ -225,6 +225,16 @@ def enable(
     rep = EnableReport(name, cfg, None, None, None, tuple(n for _, n in newly), notes=notes)
     if not newly:
         matching = [n for _, n in ops if SupportSet.from_names([str(parsed)], "").covers(n)]
+        if not matching:
+            # An op the op map never recorded (a typo, most often): one error with the
+            # nearest recorded names, as every other op query says it, rather than a
+            # diff that adds the typo and "0 variant(s) waited".
+            try:
+                store.resolve_ops(op)
+            except UserError as e:
+                raise UserError(
+                    f"{e}; to list it in supported_ops anyway, add '- {name}' by hand"
+                ) from None
         rep.already = (
             f"every recorded op {name} covers is already supported by {cfg}"
             if matching

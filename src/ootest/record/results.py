@@ -162,8 +162,40 @@ def trim_partial_line(path: Path) -> None:
         return
 
 
+#: The kinds of line a results file holds (see the module docstring).
+KINDS = frozenset({"result", "collection", "session", "finish", "stale"})
+#: What a result line looks like, for messages about files that hold none.
+RESULT_EXAMPLE = (
+    '{"kind": "result", "variant_id": "test/test_x.py::TestX::test_y[...]", '
+    '"outcome": "passed", ...}'
+)
+
+
+def _is_record(rec: object) -> bool:
+    """Whether a parsed line is a line of a results file (a result with an outcome,
+    or a collection, session, finish or stale record)."""
+    if not isinstance(rec, dict):
+        return False
+    kind = rec.get("kind", "result")
+    return kind in KINDS and (kind != "result" or "outcome" in rec)
+
+
+def _found(rec: object) -> str:
+    """A parsed line that is no record, as an error message names it."""
+    if isinstance(rec, dict):
+        if "kind" in rec:
+            return f"a record of kind {str(rec['kind'])[:40]!r}"
+        keys = ", ".join(repr(str(k)[:40]) for k in list(rec)[:5])
+        return f"an object with keys {keys}" if keys else "an empty object"
+    return f"a JSON {type(rec).__name__.replace('dict', 'object').replace('str', 'string')}"
+
+
 def read_records(path: Path, *, missing_ok: bool = True) -> list[Record]:
-    """All well-formed records, in file order (torn lines are skipped)."""
+    """All well-formed records, in file order (torn lines are skipped).
+
+    ``missing_ok=False`` is for a file the user named: it must exist, and a file
+    with content must hold at least one line of a results file (a JSON Lines file of
+    something else, an op capture or a list of objects, was read as "0 results")."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -175,8 +207,9 @@ def read_records(path: Path, *, missing_ok: bool = True) -> list[Record]:
     except OSError as e:
         raise UserError(f"{path}: cannot read results: {e.strerror}") from None
     out: list[Record] = []
-    content = False
-    for line in raw.splitlines():
+    content = known = False
+    foreign: tuple[int, str] | None = None  # the first JSON line that is no record
+    for n, line in enumerate(raw.splitlines(), 1):
         if not line.strip():
             continue
         content = True
@@ -184,9 +217,19 @@ def read_records(path: Path, *, missing_ok: bool = True) -> list[Record]:
             rec = json.loads(line.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             continue  # torn, garbled, or nested past json's limit: skip the line
+        if _is_record(rec):
+            known = True
+        elif foreign is None:
+            foreign = (n, _found(rec))
         if isinstance(rec, dict):
             rec.setdefault("kind", "result")
             out.append(rec)
+    if content and not known and foreign is not None and not missing_ok:
+        raise UserError(
+            f"{path}:{foreign[0]}: expected a line of a results file 'ootest run' writes, "
+            f"such as {RESULT_EXAMPLE}; found {foreign[1]} and no result in the file; "
+            "pass the results .jsonl file (.ootest/results.jsonl or run --results PATH)"
+        )
     if content and not out and not missing_ok:
         # A file the user named that holds no record at all is not a results file
         # (a gzip, a JUnit XML, a config): saying "0 results" would hide the mistake.

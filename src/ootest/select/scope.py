@@ -521,6 +521,13 @@ def run_scope(args: argparse.Namespace) -> int:
                 "set to a PyTorch checkout (then $TORCH_ROOT/test is read)"
             )
         roots = [Path(torch_root) / "test"]
+        if not roots[0].is_dir():  # say where the path came from: no --root was given
+            what = "is not a folder" if roots[0].exists() else "does not exist"
+            raise UserError(
+                f"select scope: {roots[0]} (from the TORCH_ROOT environment variable, "
+                f"{torch_root}) {what}; expected a PyTorch checkout whose test/ folder holds "
+                "the tests; set TORCH_ROOT to one, or pass --root PATH"
+            )
     prefs = read_prefs(args.prefs) if args.prefs else Prefs()
     files = [f for f in discover(roots) if _is_test_file(f.key)]  # before the slow probe
     if args.detected is not None:
