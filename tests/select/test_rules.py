@@ -240,3 +240,59 @@ def test_a_config_selected_for_a_device_runs_on_it_and_refine_says_when_nothing_
     assert "no result in r.jsonl is a variant of s.yaml" in err
     assert "  device: emu:young\n" in Path("s.yaml").read_text()  # kept on rewrite
     assert "torch" not in sys.modules
+
+
+# ------------------------------------------------------------ replayed calls
+CRASH = ("crashed", "aten::abs.out", "the process died: SIGSEGV")
+HANG = ("timeout", "aten::sub.Tensor", "no return within 5 s")
+FAIL = ("failed", "aten::add.Tensor", "RuntimeError: tile count exceeds the launch limit")
+OFF = ("mismatch", "aten::exp", "result: greatest absolute difference 0.94, relative 0.001")
+
+
+def test_replayed_calls_decide_between_declared_ops_and_mandatory() -> None:
+    ops = ("aten::abs.out", "aten::add.Tensor", "aten::exp", "aten::sub.Tensor")
+
+    def d(*faults: tuple[str, str, str], **kw: object) -> tuple[str, str]:
+        got = decide(Evidence("v", ops=ops, replay=faults, **kw))  # type: ignore[arg-type]
+        return got.mode, got.reason
+
+    assert d() == ("mandatory_success", "ops_supported")
+    assert d(CRASH, FAIL) == ("skip", "replay_crashed:aten::abs.out")  # worst first
+    assert d(HANG) == ("skip", "replay_timeout:aten::sub.Tensor")
+    assert d(FAIL, OFF) == ("xfail", "replay_failed:aten::add.Tensor")
+    assert d(OFF) == ("xfail", "replay_mismatch:aten::exp")
+    # what is declared, and what was seen on the device, come first
+    assert d(CRASH, missing_ops=("aten::exp",)) == ("skip", "op_unsupported:aten::exp")
+    assert d(CRASH, missing_dtypes=("int64",))[1] == "dtype_unsupported:int64"
+    bad = Result("failed", "RuntimeError:1", "RuntimeError: x")
+    assert d(CRASH, observed=[bad]) == ("xfail_strict", "observed_fail:RuntimeError:1")
+    # a misbehaving call is evidence even where the op set may differ per device
+    assert d(OFF, ops_uncertain="device branch") == ("xfail", "replay_mismatch:aten::exp")
+    why = decide(Evidence("v", ops=ops, replay=(CRASH, HANG, FAIL, OFF))).evidence
+    assert why[0] == "replayed call of aten::abs.out crashed: the process died: SIGSEGV"
+    assert why[-1] == "and 1 more replayed calls misbehaved"
+
+
+def test_refine_promotes_a_replay_xfail_that_passes_k_times() -> None:
+    from ootest.select.refine import refine_one
+
+    good = [Result("passed", at=1.0), Result("passed", at=2.0)]
+    fail_ev = Evidence("v", ops=("aten::add.Tensor",), replay=(FAIL,), observed=good)
+    assert refine_one(fail_ev, None, 2, 0.05).decision.reason == "observed_pass:2"
+    crash_ev = Evidence("v", ops=("aten::abs.out",), replay=(CRASH,), observed=good[:1])
+    assert refine_one(crash_ev, None, 2, 0.05).decision.mode == "skip"  # never ran: stays
+    one = Evidence("v", ops=("aten::add.Tensor",), replay=(FAIL,), observed=good[:1])
+    assert refine_one(one, None, 2, 0.05).decision.reason == "replay_failed:aten::add.Tensor"
+
+
+def test_replay_evidence_survives_the_sidecar(tmp_path: Path) -> None:
+    from ootest.select.refine import evidence_row, read_sidecar
+
+    ev = Evidence("v", ops=("aten::exp",), replay=(OFF,))
+    plain = Evidence("w", ops=("aten::exp",))
+    side = tmp_path / "s.evidence.jsonl"
+    rows = [evidence_row(e, decide(e), "fp") for e in (ev, plain)]
+    side.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert "replay" not in rows[1]["evidence"]  # nothing said: nothing written
+    back = read_sidecar(side)
+    assert [e for e, _, _ in back] == [ev, plain]

@@ -32,6 +32,15 @@ ingested or merged. An index of schema 1 is upgraded in place when opened
 (the two tables are added, nothing else changes); its variants have no
 signatures until captured again, and selection then falls back to the
 variant's dtype axis.
+
+Note [Call examples in the index]
+Schema 3 keeps the call examples (Note [Call examples]): ``example`` holds each
+distinct example once, keyed by ``example_key`` (a hash of the op and the
+call's text, the same in every index and replay file), and ``call_example``
+(variant, example) says the variant made that call. Union over captures, like
+``edge``. An index of schema 1 or 2 is upgraded in place when opened; its
+variants have no examples until captured again, and ``ops replay`` has
+nothing to replay for them.
 """
 
 from __future__ import annotations
@@ -57,7 +66,7 @@ from ootest.errors import UserError
 from ootest.opmap.capture import ReadStats, read_capture
 from ootest.opmap.names import KNOWN_NAMESPACES, OpName, parse_op
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_DB = OPS_DB
 MODE_NAMES = ("eager", "compiled")
 _MODE_SETS = {1: ("eager",), 2: ("compiled",), 3: ("eager", "compiled")}  # by mode bits
@@ -72,6 +81,15 @@ CREATE TABLE IF NOT EXISTS sig(id INTEGER PRIMARY KEY, dtypes TEXT NOT NULL UNIQ
 CREATE TABLE IF NOT EXISTS call_sig(
   variant INTEGER NOT NULL, op INTEGER NOT NULL, sig INTEGER NOT NULL,
   PRIMARY KEY(variant, op, sig)) WITHOUT ROWID;
+"""
+
+# Schema 3 (Note [Call examples in the index]): an index of schema 1 or 2 gets these on open.
+_EXAMPLE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS example(
+  id INTEGER PRIMARY KEY, op INTEGER NOT NULL, key TEXT NOT NULL UNIQUE, call TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS call_example(
+  variant INTEGER NOT NULL, example INTEGER NOT NULL,
+  PRIMARY KEY(variant, example)) WITHOUT ROWID;
 """
 
 _SCHEMA = (
@@ -100,6 +118,7 @@ CREATE TABLE IF NOT EXISTS edge(
   PRIMARY KEY(variant, op, mode)) WITHOUT ROWID;
 """
     + _SIG_SCHEMA
+    + _EXAMPLE_SCHEMA
 )
 EDGE_INDEX = "CREATE INDEX IF NOT EXISTS edge_by_op ON edge(op, variant, mode, calls)"
 
@@ -315,10 +334,10 @@ class OpStore:
             return
         row = c.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         found = row[0] if row else "none"
-        if found == "1":  # upgraded in place: nothing to rewrite, two tables to add
+        if found in ("1", "2"):  # upgraded in place: nothing to rewrite, tables to add
             c.execute("BEGIN IMMEDIATE")
             try:
-                for stmt in _SIG_SCHEMA.split(";"):
+                for stmt in (_SIG_SCHEMA + _EXAMPLE_SCHEMA).split(";"):
                     if stmt.strip():
                         c.execute(stmt)
                 c.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
@@ -786,6 +805,30 @@ class OpStore:
         if only is not None:
             out = {k: p for k, p in out.items() if k in only}
         return dict(sorted(out.items()))
+
+    def examples(self) -> list[tuple[str, str, str]]:
+        """Every call example: (key, op name, call text), by op then key."""
+        return [
+            (str(k), str(n), str(t))
+            for k, n, t in self._conn.execute(
+                "SELECT e.key, o.name, e.call FROM example e JOIN op o ON o.id = e.op "
+                "ORDER BY o.name, e.key"
+            )
+        ]
+
+    def example_keys(self, only: Collection[str] | None = None) -> dict[str, tuple[str, ...]]:
+        """Per variant with call examples: their keys, sorted (``only``: just these
+        variant IDs)."""
+        rows = self._conn.execute(
+            "SELECT v.variant_id, e.key FROM call_example ce "
+            "JOIN variant v ON v.id = ce.variant JOIN example e ON e.id = ce.example "
+            "ORDER BY v.variant_id, e.key"
+        )
+        out: dict[str, tuple[str, ...]] = {}
+        for vid, group in groupby(rows, key=itemgetter(0)):
+            if only is None or vid in only:
+                out[str(vid)] = tuple(str(k) for _, k in group)
+        return out
 
     def _ops_by_variant(self) -> dict[int, set[str]]:
         """Every variant's ops in any mode (names shared, not copied per variant)."""

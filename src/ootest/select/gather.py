@@ -60,6 +60,7 @@ class Sources:
     ops: Path | None = None
     reference: list[Path] = field(default_factory=list)  # CPU reference results
     results: list[Path] = field(default_factory=list)  # device results, oldest first
+    replay: Path | None = None  # ``ootest ops replay`` of the op map's calls
 
 
 def reference_id(variant_id: str) -> str:
@@ -206,8 +207,16 @@ def gather(
     cpu = _results(sources.reference)
     seen = _results(sources.results)
     ops_of: dict[str, OpEvidence] = {}
+    replayed: dict[str, tuple[tuple[str, str, str], ...]] = {}
     if sources.ops is not None:
-        ops_of = _op_map(sources.ops, {c.variant_id for c in candidates})
+        only = {c.variant_id for c in candidates}
+        ops_of = _op_map(sources.ops, only)
+        if sources.replay is not None:
+            replayed = replay_faults(sources.ops, sources.replay, only)
+    elif sources.replay is not None:
+        raise UserError(
+            f"--replay {sources.replay}: the replayed calls are the op map's; pass --ops DB too"
+        )
     out: list[Evidence] = []
     covers = support.covers
     for c in candidates:
@@ -229,6 +238,7 @@ def gather(
                     ev.missing_dtypes, ev.dtype_rule = _call_dtypes(calls, support)
                 elif support.op_dtypes:
                     ev.missing_dtypes, ev.dtype_rule = _op_dtypes(ops, c.dtypes, support.op_dtypes)
+        ev.replay = replayed.get(c.variant_id, ())
         cpu_runs = cpu.get(c.variant_id)
         ev.cpu = cpu_runs[-1] if cpu_runs else None
         ev.observed = seen.get(c.variant_id, [])
@@ -299,4 +309,28 @@ def _op_map(path: Path, only: Collection[str] | None = None) -> dict[str, OpEvid
                 where = f" in {stopped}" if stopped else ""
                 ref = Result(outcome, kind, f"{outcome} on the reference device: {kind}{where}")
             out[vid] = (tuple(sorted(ops)), uncertain, ref, calls.get(vid))
+    return out
+
+
+def replay_faults(
+    ops: Path, replay: Path, only: Collection[str] | None = None
+) -> dict[str, tuple[tuple[str, str, str], ...]]:
+    """Per variant, its recorded calls that misbehaved in the replay: (status, op,
+    what happened), worst first (Note [Replaying calls])."""
+    from ootest.opmap.replay import FAULTS, read_replay
+    from ootest.opmap.store import OpStore
+
+    rep = read_replay(replay)
+    with OpStore.open(ops) as store:
+        keys = store.example_keys(only)
+    bad: dict[str, tuple[str, str, str]] = {}
+    for key, r in rep.results.items():
+        if r["status"] in FAULTS:
+            what = (f"{r['error']}: " if r.get("error") else "") + str(r.get("detail", ""))
+            bad[key] = (str(r["status"]), str(r.get("op", "")), what)
+    out: dict[str, tuple[tuple[str, str, str], ...]] = {}
+    for vid, ks in keys.items():
+        found = {bad[k] for k in ks if k in bad}
+        if found:
+            out[vid] = tuple(sorted(found, key=lambda f: (FAULTS.index(f[0]), f[1], f[2])))
     return out

@@ -365,6 +365,10 @@ def _row(
         r = evidence[key]
         evidence[key] = dict(vars(r)) if r is not None else None
     evidence["observed"] = [dict(vars(r)) for r in ev.observed]
+    if ev.replay:
+        evidence["replay"] = [list(f) for f in ev.replay]
+    else:
+        del evidence["replay"]  # as evidence_row: only where a replay said something
     row = {
         "changed": list(changed),
         "decision": dict(vars(d)),
