@@ -440,3 +440,46 @@ def test_a_schema_2_index_is_upgraded_in_place(make_index: Any) -> None:
         assert s.call_dtypes()[INT_MM]  # what schema 2 held is still there
         s.ingest_records([prov(time=8.0), *EXAMPLES[1:]], source="new")
         assert set(s.example_keys()) == {A, B}
+
+
+def test_an_old_index_this_process_may_not_write_is_read_as_it_is(
+    make_index: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+    import os
+
+    db = make_index(SUITE)
+    c = sqlite3.connect(db)
+    c.execute("DROP TABLE call_example")
+    c.execute("DROP TABLE example")
+    c.execute("DROP TABLE call_sig")
+    c.execute("DROP TABLE sig")
+    c.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
+    c.commit()
+    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    c.close()
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    # as a user without write access (root may write anything: the check is faked)
+    monkeypatch.setattr(os, "access", lambda path, mode: mode != os.W_OK)
+    with OpStore.open(db) as s:
+        assert s.readonly
+        assert s.call_dtypes() == {} and s.examples() == []
+        assert s.tests_for("aten::add").variants  # the rest answers as before
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    monkeypatch.undo()
+    with OpStore.open(db) as s:  # writable: upgraded in place
+        assert not s.readonly
+        assert s.connection.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (
+            "3",
+        )
+
+
+def test_for_test_shows_the_dtypes_each_op_saw_and_the_calls_written_down(
+    make_index: Any,
+) -> None:
+    with OpStore.open(make_index([*SIGNED, *EXAMPLES[1:]])) as s:
+        mm = {o.op: o for o in s.for_test(INT_MM).ops}
+        assert mm["aten::mm"].dtypes == ("float32", "int64")
+        assert mm["aten::fill_.Scalar"].dtypes == ("int64",) and mm["aten::mm"].examples == 0
+        exp = {o.op: o for o in s.for_test(A).ops}["aten::exp"]
+        assert (exp.dtypes, exp.examples) == ((), 2)

@@ -222,6 +222,8 @@ class OpUse:
     packet: str
     mode: str
     calls: int
+    dtypes: tuple[str, ...] = ()  # what its calls saw on the device (Note [Call dtypes])
+    examples: int = 0  # calls written down for ``ops replay`` (Note [Call examples])
 
 
 @dataclass(frozen=True)
@@ -283,6 +285,7 @@ class OpStore:
         self._conn = conn
         self.path = path
         self._namespaces: frozenset[str] | None = None
+        self.readonly = False
 
     # ---------------------------------------------------------------- opening
     @classmethod
@@ -298,8 +301,15 @@ class OpStore:
             p.parent.mkdir(parents=True, exist_ok=True)
         elif not p.is_file():
             raise UserError(f"{p}: expected an op map index file; found a folder")
-        conn = sqlite3.connect(p, isolation_level=None)
+        # a file (or folder) this process may not write is read as it is: an older
+        # schema is completed in memory instead of upgraded in place
+        readonly = not create and not (os.access(p, os.W_OK) and os.access(p.parent, os.W_OK))
+        if readonly:
+            conn = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+        else:
+            conn = sqlite3.connect(p, isolation_level=None)
         store = cls(conn, p)
+        store.readonly = readonly
         try:
             store._setup(create)
         except sqlite3.DatabaseError as e:
@@ -315,7 +325,8 @@ class OpStore:
 
     def _setup(self, create: bool) -> None:
         c = self._conn
-        c.execute("PRAGMA journal_mode=WAL")
+        if not self.readonly:
+            c.execute("PRAGMA journal_mode=WAL")
         c.execute("PRAGMA synchronous=NORMAL")
         c.execute("PRAGMA cache_size=-131072")  # 128 MiB: ingest and merge sort in memory
         c.execute("PRAGMA temp_store=MEMORY")
@@ -334,6 +345,11 @@ class OpStore:
             return
         row = c.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         found = row[0] if row else "none"
+        if found in ("1", "2") and self.readonly:  # the missing tables, empty, in memory
+            for stmt in (_SIG_SCHEMA + _EXAMPLE_SCHEMA).split(";"):
+                if stmt.strip():
+                    c.execute(stmt.replace("CREATE TABLE", "CREATE TEMP TABLE"))
+            found = str(SCHEMA_VERSION)
         if found in ("1", "2"):  # upgraded in place: nothing to rewrite, tables to add
             c.execute("BEGIN IMMEDIATE")
             try:
@@ -622,8 +638,29 @@ class OpStore:
             "SELECT nodeid, file, device_branch, varies, partial, why FROM variant WHERE id = ?",
             (vid,),
         ).fetchone()
+        seen: dict[str, set[str]] = {}
+        for n, d in c.execute(
+            "SELECT o.name, s.dtypes FROM call_sig cs JOIN op o ON o.id = cs.op "
+            "JOIN sig s ON s.id = cs.sig WHERE cs.variant = ?",
+            (vid,),
+        ):
+            seen.setdefault(str(n), set()).update(str(d).split(","))
+        written = dict(
+            c.execute(
+                "SELECT o.name, count(*) FROM call_example ce JOIN example e ON e.id = ce.example "
+                "JOIN op o ON o.id = e.op WHERE ce.variant = ? GROUP BY o.name",
+                (vid,),
+            ).fetchall()
+        )
         ops = [
-            OpUse(str(n), str(p), MODE_NAMES[int(m)], int(k))
+            OpUse(
+                str(n),
+                str(p),
+                MODE_NAMES[int(m)],
+                int(k),
+                tuple(sorted(seen.get(str(n), ()))) if int(m) == 0 else (),
+                int(written.get(n, 0)) if int(m) == 0 else 0,
+            )
             for n, p, m, k in c.execute(
                 "SELECT o.name, o.packet, e.mode, e.calls FROM edge e JOIN op o ON o.id = e.op "
                 "WHERE e.variant = ? ORDER BY o.name, e.mode",
