@@ -305,7 +305,8 @@ class OpStore:
         # schema is completed in memory instead of upgraded in place
         readonly = not create and not (os.access(p, os.W_OK) and os.access(p.parent, os.W_OK))
         if readonly:
-            conn = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+            uri = f"{p.resolve().as_uri()}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None)
         else:
             conn = sqlite3.connect(p, isolation_level=None)
         store = cls(conn, p)
