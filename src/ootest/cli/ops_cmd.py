@@ -223,9 +223,7 @@ def for_test(args: argparse.Namespace) -> int:
     table.add_column("dtypes seen")
     table.add_column("written down", justify="right")
     for o in res.ops:
-        table.add_row(
-            _esc(o.op), o.mode, str(o.calls), ", ".join(o.dtypes), str(o.examples or "")
-        )
+        table.add_row(_esc(o.op), o.mode, str(o.calls), ", ".join(o.dtypes), str(o.examples or ""))
     con.print(table)
     for e in res.captures:
         stop = f", stopped on {e.stopped_on}" if e.stopped_on else ""
