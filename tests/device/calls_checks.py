@@ -70,3 +70,39 @@ def test_dtypes_devices_and_lists_are_kept_and_the_rest_is_refused() -> None:
     assert encode_call((torch.Generator(),), {}, DEV) is None
     assert encode_call((torch.ones(2).to_sparse(),), {}, DEV) is None
     assert encode_call((list(range(300)),), {}, DEV) is None  # too many items
+
+
+def test_a_correct_device_replays_every_kind_of_call_ok() -> None:
+    """No false alarms (Note [Replaying calls]): on emu:full every call matches the CPU."""
+    from ootest.device.calls import example_key
+    from ootest.device.replay_worker import replay_one
+
+    x = torch.randn(3, 4, device=DEV)
+    calls = [
+        ("aten::add.Tensor", (x, x), {"alpha": 2}),
+        ("aten::exp", (x,), {}),
+        ("aten::add_.Tensor", (x.clone(), x), {}),  # in place: the written input compares
+        ("aten::random_.from", (x.clone(), 0, 10), {}),  # seeded random: shapes only
+        ("aten::empty.memory_format", ([2, 3],), {"dtype": torch.float32, "device": x.device}),
+        ("aten::copy_", (torch.empty(3, 4, device=DEV), torch.ones(3, 4)), {}),
+        ("aten::index_select", (x, 0, torch.tensor([2, 0], device=DEV)), {}),
+        ("aten::sum.dim_IntList", (x, [1]), {"keepdim": True}),
+        ("aten::_local_scalar_dense", (x[0, 0].clone(),), {}),
+        ("aten::t", (x,), {}),
+        ("aten::max.dim", (x, 1), {}),  # two results
+    ]
+    for op, args, kwargs in calls:
+        text = encode_call(args, kwargs, DEV)
+        assert text is not None, op
+        got = replay_one({"key": example_key(op, text), "op": op, "call": text}, DEV)
+        assert got["status"] == "ok", (op, got)
+    # an index the seeded values put out of range fails on the CPU too: no evidence
+    bad = json.dumps(
+        {"args": [{"T": "float32", "shape": [2], "dev": True}, 0,
+                  {"T": "int64", "shape": [1], "dev": True, "v": [7]}], "kwargs": {}}
+    )  # fmt: skip
+    got = replay_one({"key": "0" * 20, "op": "aten::index_select", "call": bad}, DEV)
+    assert got["status"] == "unusable" and "fails on the CPU too" in got["detail"]
+    assert replay_one({"key": "0" * 20, "op": "aten::nosuch", "call": "{}"}, DEV)["status"] == (
+        "unusable"
+    )

@@ -179,6 +179,11 @@ def test_recorded_call_dtypes_decide_instead_of_the_dtype_axis(tmp_path: Path) -
     # the same calls without signatures (an older index): the float32 axis stands in
     old = decisions(_signed_index(tmp_path / "old.db", signed=False))
     assert {v: m for v, (m, _, _) in old.items()} == dict.fromkeys(CALLS, "mandatory_success")
+    # a test that ignores its dtype argument: float64 in its name, float32 on the
+    # device (upstream's test_conj_self): the calls decide, not the axis
+    cands = [Candidate(FINE, ("float64",))]
+    assert decisions(tmp_path / "signed.db")[FINE][:2] == ("mandatory_success", "ops_supported")
+    assert decisions(tmp_path / "old.db")[FINE][:2] == ("skip", "dtype_unsupported:float64")
 
 
 def test_select_run_says_which_op_saw_which_dtype(

@@ -233,11 +233,13 @@ def gather(
             ev.ops, ev.ops_uncertain, ev.reference = ops, uncertain, ref
             if callable(covers):
                 ev.missing_ops = tuple(o for o in ops if not covers(o))
-            if not ev.missing_dtypes and uncertain is None:
-                if calls is not None:  # the dtypes each call saw (Note [Call dtypes])
-                    ev.missing_dtypes, ev.dtype_rule = _call_dtypes(calls, support)
-                elif support.op_dtypes:
-                    ev.missing_dtypes, ev.dtype_rule = _op_dtypes(ops, c.dtypes, support.op_dtypes)
+            if uncertain is None and calls is not None:
+                # the dtypes each call saw (Note [Call dtypes]) decide, not the dtype
+                # axis: a test may ignore its dtype argument (float64 in the name,
+                # float32 tensors on the device)
+                ev.missing_dtypes, ev.dtype_rule = _call_dtypes(calls, support)
+            elif not ev.missing_dtypes and uncertain is None and support.op_dtypes:
+                ev.missing_dtypes, ev.dtype_rule = _op_dtypes(ops, c.dtypes, support.op_dtypes)
         ev.replay = replayed.get(c.variant_id, ())
         cpu_runs = cpu.get(c.variant_id)
         ev.cpu = cpu_runs[-1] if cpu_runs else None
