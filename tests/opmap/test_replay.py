@@ -81,6 +81,26 @@ def test_a_crash_or_a_hang_costs_one_call_and_a_restart(python: str, tmp_path: P
     assert read_replay(out).results == rep.results
 
 
+def test_after_two_crashes_of_one_op_and_signature_the_rest_are_presumed(python: str) -> None:
+    f32 = '{"args":[{"T":"float32","dev":true,"shape":[2]}],"kwargs":{}}'
+    i64 = '{"args":[{"T":"int64","dev":true,"shape":[2]}],"kwargs":{}}'
+    examples = [(f"k{i}", "crash", f32.replace("[2]", f"[{i + 2}]")) for i in range(4)]
+    examples += [("k9", "crash", i64), ("ka", "ok", f32)]
+    rep = replay(examples, "emu:x", timeout=1.0, python=python)
+    got = {k: (r["status"], bool(r.get("presumed"))) for k, r in rep.results.items()}
+    assert got == {
+        "k0": ("crashed", False),
+        "k1": ("crashed", False),
+        "k2": ("crashed", True),
+        "k3": ("crashed", True),
+        "k9": ("crashed", False),  # another signature: run
+        "ka": ("ok", False),
+    }
+    assert rep.results["k2"]["detail"] == "not run: 2 calls of crash with float32 crashed before it"
+    every = replay(examples, "emu:x", timeout=1.0, presume_after=0, python=python)
+    assert not any(r.get("presumed") for r in every.results.values())
+
+
 def test_a_backend_that_does_not_load_is_one_clear_error(python: str) -> None:
     with pytest.raises(UserError) as e:
         replay(_examples("ok"), "emu:broken", timeout=1.0, python=python)

@@ -74,6 +74,14 @@ def add_parser(sub: Any) -> Any:
     a.add_argument(
         "--timeout", type=float, default=10.0, metavar="SECONDS", help="per call (default 10)"
     )
+    a.add_argument(
+        "--presume-after",
+        type=int,
+        default=2,
+        metavar="N",
+        help="after N crashes (or hangs) of one op and dtype signature, its other calls "
+        "are recorded as such without running (default 2; 0: run every call)",
+    )
     a.add_argument("--show", type=int, default=20, help="faults listed (default 20; 0: all)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress")
     from ootest.cli import capture_cmd
@@ -482,6 +490,8 @@ def replay(args: argparse.Namespace) -> int:
     from ootest.timeout import check_timeout
 
     check_timeout(args.timeout, "--timeout")
+    if args.presume_after < 0:
+        raise UserError(f"--presume-after: expected 0 or more calls; found {args.presume_after}")
     check_device(args.device)
     check_output(args.out, "--out")
     with _store(args) as store:
@@ -501,13 +511,17 @@ def replay(args: argparse.Namespace) -> int:
             examples,
             args.device,
             timeout=args.timeout,
+            presume_after=args.presume_after,
             on_progress=lambda done, _: bar.update(task, completed=done),
         )
     rep.header["op_map"] = str(args.db)
     write_replay(args.out, rep)
     counts = rep.counts()
+    presumed = sum(1 for r in rep.results.values() if r.get("presumed"))
     con.print(
-        ", ".join(f"{n} {k}" for k, n in counts.items() if n) + f"; written to {_esc(args.out)}"
+        ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+        + (f" ({presumed} of them presumed, not run)" if presumed else "")
+        + f"; written to {_esc(args.out)}"
     )
     faults = sorted(
         (r for r in rep.results.values() if r["status"] in FAULTS),

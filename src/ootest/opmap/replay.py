@@ -21,7 +21,12 @@ device with the same values, runs the op on both and compares with
 
 Calls run in a worker process (``ootest.device.replay_worker``) that writes
 which call it begins before it runs it; a crash or a hang costs that call and a
-restart, never the replay. Selection reads the file (``ootest select run
+restart, never the replay. Each restart costs seconds (torch and the backend
+load again) and each hang the whole timeout, so once ``presume_after`` calls of
+one op with one dtype signature have crashed (or hung), the rest of that op's
+calls with that signature are not run: they are recorded with the same status,
+``"presumed": true`` and a detail that says so (calls are replayed grouped by
+op and signature, so they come next). Selection reads the file (``ootest select run
 --replay``): a variant whose recorded calls crashed or hung is a skip, one whose
 calls failed or mismatched is run without being required to pass
 (Note [Selection rules]). Nothing here imports torch.
@@ -71,16 +76,49 @@ def _signal_name(rc: int) -> str:
     return f"exit {rc}"
 
 
+def signature_of(call: str) -> str:
+    """The dtypes of a call example's device tensors (and a ``dtype=``), distinct and
+    sorted: the signature a crash or hang is presumed for (Note [Replaying calls])."""
+    found: set[str] = set()
+
+    def walk(a: Any) -> None:
+        if isinstance(a, list):
+            for b in a:
+                walk(b)
+        elif isinstance(a, dict):
+            if "T" in a:
+                if a.get("dev"):
+                    found.add(str(a["T"]))
+            elif "dtype" in a:
+                found.add(str(a["dtype"]))
+            else:
+                for b in a.values():
+                    walk(b)
+
+    try:
+        walk(json.loads(call))
+    except ValueError:
+        return "?"
+    return ",".join(sorted(found))
+
+
 def replay(
     examples: list[tuple[str, str, str]],
     device: str,
     *,
     timeout: float,
+    presume_after: int = 2,
     python: str = sys.executable,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> Replay:
-    """Replay ``examples`` ((key, op, call) each) on ``device`` (Note [Replaying calls])."""
+    """Replay ``examples`` ((key, op, call) each) on ``device`` (Note [Replaying calls]).
+    ``presume_after``: crashes (or hangs) of one op and signature after which its
+    other calls are not run (0: run every call)."""
     from ootest.version import ootest_version
+
+    sigs = {k: signature_of(call) for k, _, call in examples}
+    examples = sorted(examples, key=lambda e: (e[1], sigs[e[0]], e[0]))
+    costly: dict[tuple[str, str, str], int] = {}  # (op, signature, status) -> count
 
     header: dict[str, Any] = {
         "kind": "replay",
@@ -106,6 +144,25 @@ def replay(
             start = _one_worker(
                 rep, examples, device, python, todo, out, err, start, timeout, on_progress
             )
+            if start == 0 or start > len(examples):
+                continue
+            key, op, _ = examples[start - 1]
+            status = rep.results.get(key, {}).get("status")
+            if status not in ("crashed", "timeout"):
+                continue
+            sig = sigs[key]
+            n = costly[(op, sig, status)] = costly.get((op, sig, status), 0) + 1
+            while presume_after and n >= presume_after and start < len(examples):
+                k, o, _ = examples[start]
+                if (o, sigs[k]) != (op, sig):
+                    break
+                verb = "crashed" if status == "crashed" else "hung"
+                _put(rep, examples, start, {"status": status, "presumed": True,
+                     "detail": f"not run: {n} calls of {op} with {sig or 'no dtypes'} "
+                     f"{verb} before it"})  # fmt: skip
+                start += 1
+                if on_progress is not None:
+                    on_progress(len(rep.results), len(examples))
     return rep
 
 
