@@ -301,3 +301,47 @@ def test_replay_evidence_survives_the_sidecar(tmp_path: Path) -> None:
     assert "replay" not in rows[1]["evidence"]  # nothing said: nothing written
     back = read_sidecar(side)
     assert [e for e, _, _ in back] == [ev, plain]
+
+
+def test_an_undeclared_op_whose_calls_replayed_ok_counts_as_supported(tmp_path: Path) -> None:
+    """Upstream's test_movedim[int64] calls ``detach``, which emu:young does not
+    declare and runs anyway (torch's device-independent kernel): its replayed call
+    is the evidence. An undeclared op whose call failed stays missing."""
+    from ootest.device.calls import example_key
+    from ootest.opmap.replay import Replay, write_replay
+    from ootest.opmap.store import OpStore
+    from ootest.select.gather import Candidate, Sources, Support, gather
+
+    call = '{"args":[{"T":"int64","dev":true,"shape":[2]}],"kwargs":{}}'
+    ok_v, bad_v = "t.py::T::test_movedim[dtype=int64]", "t.py::T::test_cumsum[dtype=int64]"
+    recs: list[dict[str, object]] = [_PROV]
+    for vid, op in ((ok_v, "aten::detach"), (bad_v, "aten::cumsum")):
+        recs += [
+            {"kind": "ops", "variant_id": vid, "ops": {op: 1, "aten::add.Tensor": 1}},
+            {"kind": "example", "variant_id": vid, "op": op, "call": call},
+            {"kind": "stop", "variant_id": vid, "outcome": "passed"},
+        ]
+    db = tmp_path / "ops.db"
+    with OpStore.open(db, create=True) as s:
+        s.ingest_records(recs, source="test")
+    rep = Replay({"kind": "replay", "device": "emu:young"})
+    for op, status in (("aten::detach", "ok"), ("aten::cumsum", "failed")):
+        key = example_key(op, call)
+        rep.results[key] = {"kind": "call", "key": key, "op": op, "status": status}
+    write_replay(tmp_path / "r.jsonl", rep)
+    declared = {"aten::add.Tensor"}
+    support = Support(lambda op: op in declared, None, "list")
+    cands = [Candidate(ok_v), Candidate(bad_v)]
+
+    def decisions(replay: Path | None) -> dict[str, tuple[str, str, tuple[str, ...]]]:
+        evs = gather(cands, Sources(ops=db, replay=replay), support, None)
+        return {e.variant_id: (decide(e).mode, decide(e).reason, decide(e).evidence) for e in evs}
+
+    got = decisions(tmp_path / "r.jsonl")
+    assert got[ok_v] == (
+        "mandatory_success",
+        "ops_supported",
+        ("all 2 ops it calls are declared or replayed as on the CPU (aten::detach)",),
+    )
+    assert got[bad_v][:2] == ("skip", "op_unsupported:aten::cumsum")
+    assert decisions(None)[ok_v][:2] == ("skip", "op_unsupported:aten::detach")  # no replay

@@ -208,11 +208,12 @@ def gather(
     seen = _results(sources.results)
     ops_of: dict[str, OpEvidence] = {}
     replayed: dict[str, tuple[tuple[str, str, str], ...]] = {}
+    worked: dict[str, frozenset[str]] = {}
     if sources.ops is not None:
         only = {c.variant_id for c in candidates}
         ops_of = _op_map(sources.ops, only)
         if sources.replay is not None:
-            replayed = replay_faults(sources.ops, sources.replay, only)
+            replayed, worked = replay_faults(sources.ops, sources.replay, only)
     elif sources.replay is not None:
         raise UserError(
             f"--replay {sources.replay}: the replayed calls are the op map's; pass --ops DB too"
@@ -232,7 +233,13 @@ def gather(
             ops, uncertain, ref, calls = known
             ev.ops, ev.ops_uncertain, ev.reference = ops, uncertain, ref
             if callable(covers):
-                ev.missing_ops = tuple(o for o in ops if not covers(o))
+                missing = [o for o in ops if not covers(o)]
+                # an op not declared whose every call here replayed as on the CPU
+                # works on the device (a device-independent kernel of torch's, or a
+                # declaration that left it out): the replay is the evidence
+                ok = worked.get(c.variant_id, frozenset())
+                ev.missing_ops = tuple(o for o in missing if o not in ok)
+                ev.replay_covered = tuple(o for o in missing if o in ok)
             if uncertain is None and calls is not None:
                 # the dtypes each call saw (Note [Call dtypes]) decide, not the dtype
                 # axis: a test may ignore its dtype argument (float64 in the name,
@@ -316,9 +323,10 @@ def _op_map(path: Path, only: Collection[str] | None = None) -> dict[str, OpEvid
 
 def replay_faults(
     ops: Path, replay: Path, only: Collection[str] | None = None
-) -> dict[str, tuple[tuple[str, str, str], ...]]:
+) -> tuple[dict[str, tuple[tuple[str, str, str], ...]], dict[str, frozenset[str]]]:
     """Per variant, its recorded calls that misbehaved in the replay: (status, op,
-    what happened), worst first (Note [Replaying calls])."""
+    what happened), worst first; and the ops all of whose recorded calls replayed
+    ``ok`` (Note [Replaying calls])."""
     from ootest.opmap.replay import FAULTS, read_replay
     from ootest.opmap.store import OpStore
 
@@ -330,9 +338,19 @@ def replay_faults(
         if r["status"] in FAULTS:
             what = (f"{r['error']}: " if r.get("error") else "") + str(r.get("detail", ""))
             bad[key] = (str(r["status"]), str(r.get("op", "")), what)
+    status = {k: (str(r.get("op", "")), str(r["status"])) for k, r in rep.results.items()}
     out: dict[str, tuple[tuple[str, str, str], ...]] = {}
+    worked: dict[str, frozenset[str]] = {}
     for vid, ks in keys.items():
         found = {bad[k] for k in ks if k in bad}
         if found:
             out[vid] = tuple(sorted(found, key=lambda f: (FAULTS.index(f[0]), f[1], f[2])))
-    return out
+        seen: dict[str, bool] = {}
+        for k in ks:
+            op, st = status.get(k, ("", "missing"))
+            if op:
+                seen[op] = seen.get(op, True) and st == "ok"
+        good = frozenset(op for op, all_ok in seen.items() if all_ok)
+        if good:
+            worked[vid] = good
+    return out, worked

@@ -49,8 +49,9 @@ def sidecar_path(config: Path) -> Path:
 
 def evidence_row(ev: Evidence, d: Decision, fingerprint: str) -> dict[str, Any]:
     evidence = asdict(ev)
-    if not ev.replay:
-        del evidence["replay"]  # written only where a replay said something
+    for key in ("replay", "replay_covered"):
+        if not evidence[key]:
+            del evidence[key]  # written only where a replay said something
     return {"decision": asdict(d), "evidence": evidence, "fingerprint": fingerprint}
 
 
@@ -78,6 +79,7 @@ def read_sidecar(path: Path) -> list[tuple[Evidence, Decision, str]]:
                     "reference": Result(**raw["reference"]) if raw["reference"] else None,
                     "observed": [Result(**r) for r in raw["observed"]],
                     "replay": tuple(tuple(f) for f in raw.get("replay", ())),
+                    "replay_covered": tuple(raw.get("replay_covered", ())),
                 }
             )
             d = row["decision"]

@@ -21,7 +21,10 @@ The evidence of a variant, in the order it is trusted (DESIGN.md 7.1):
    variant's dtype stands for the dtype the op sees;
 6. **ops** (the op map): an op the backend does not declare is ``skip``
    (``op_unsupported:aten::_scaled_mm``, every missing op listed in the evidence);
-7. **replayed calls** (``ootest ops replay``, Note [Replaying calls]): a call the
+7. **replayed calls** (``ootest ops replay``, Note [Replaying calls]): an op the
+   backend does not declare but whose every recorded call of the variant replayed
+   as on the CPU is taken as supported (torch's device-independent kernel of
+   ``detach`` runs on any backend); a call the
    variant makes that killed the replay's process or hung is ``skip``
    (``replay_crashed:<op>``, ``replay_timeout:<op>``); one that raised or returned
    other values than on the CPU is ``xfail`` (``replay_failed:<op>``,
@@ -75,6 +78,9 @@ class Evidence:
     #: replayed calls of the variant that misbehaved: (status, op, what happened),
     #: worst first (Note [Replaying calls])
     replay: tuple[tuple[str, str, str], ...] = ()
+    #: ops not declared whose every recorded call of the variant replayed as on
+    #: the CPU: taken as supported (Note [Replaying calls])
+    replay_covered: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -145,7 +151,7 @@ def decide(ev: Evidence) -> Decision:
                 vid,
                 "mandatory_success",
                 "ops_supported",
-                (f"all {len(ev.ops)} ops it calls are declared{note}",),
+                (f"all {len(ev.ops)} ops it calls are declared{_covered(ev)}{note}",),
             )
         if ref is not None and ref.outcome in _GOOD:
             return Decision(
@@ -181,3 +187,9 @@ def _replayed(ev: Evidence) -> Decision:
 
 def _cut(text: str, width: int = 120) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _covered(ev: Evidence) -> str:
+    if not ev.replay_covered:
+        return ""
+    return f" or replayed as on the CPU ({', '.join(ev.replay_covered)})"
