@@ -1,12 +1,16 @@
 """Selection quality against the truth: decide without running, then run everything.
 
 For each emu profile (default ``young`` and the fault-declaring ``faulty``), over
-the example suite and, when ``$TORCH_ROOT`` is set, upstream test files under
-``$TORCH_ROOT/test`` (``--torch-file``, repeatable):
+the example suite or, with ``--torch-file NAME`` (repeatable) and ``$TORCH_ROOT``
+set, over those upstream test files under ``$TORCH_ROOT/test`` instead (a
+generated config's paths start with one variable, so one tree per run):
 
   1. capture the op map once on ``emu:full`` (``ootest ops capture``);
-  2. collect the variants for the profile's device and decide every one
-     (``ootest select run --variants ... --ops ... --device emu:PROFILE``);
+  2. replay the op map's recorded calls on the profile's device
+     (``ootest ops replay``, Note [Replaying calls]), collect the variants for
+     the device and decide every one (``ootest select run --variants ... --ops
+     ... --replay ... --device emu:PROFILE``); the same decisions without the
+     replay are printed beside them (static evidence only);
   3. the truth: run every variant on the device (``ootest run`` of a config that
      makes all of them mandatory, with a per-test timeout: faulty hangs);
   4. refine until nothing changes (``ootest run`` of the selected config, then
@@ -125,14 +129,20 @@ def main() -> int:
     base.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OOTEST_ROOT": str(ROOT)}
     env.pop("PYTEST_ADDOPTS", None)
-    targets = [str(ROOT / "examples" / "suite")]
-    paths = [
-        f"${{OOTEST_ROOT}}/examples/suite/{f.name}"
-        for f in sorted((ROOT / "examples" / "suite").glob("test_*.py"))
-    ]
     torch_root = os.environ.get("TORCH_ROOT")
-    if torch_root:
-        for name in args.torch_file or ["test_binary_ufuncs.py", "test_view_ops.py"]:
+    # a generated config's paths start with one variable (--root-var): the example
+    # suite's or torch's test tree, one of them per run
+    upstream = bool(torch_root and args.torch_file)
+    root_var = "TORCH_ROOT" if upstream else "OOTEST_ROOT"
+    targets, paths = [], []
+    if not upstream:
+        targets = [str(ROOT / "examples" / "suite")]
+        paths = [
+            f"${{OOTEST_ROOT}}/examples/suite/{f.name}"
+            for f in sorted((ROOT / "examples" / "suite").glob("test_*.py"))
+        ]
+    if torch_root and upstream:
+        for name in args.torch_file:
             if (Path(torch_root) / "test" / name).is_file():
                 targets.append(str(Path(torch_root) / "test" / name))
                 paths.append(f"${{TORCH_ROOT}}/test/{name}")
@@ -156,10 +166,18 @@ def main() -> int:
         sh([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *targets,
             "--collect-only", "--ootest-device", f"emu:{prof}", "--ootest-variants",
             str(variants)], env, work)  # fmt: skip
-        suite = work / "suite.yaml"
+        suite, static = work / "suite.yaml", work / "static.yaml"
         decide = ["--variants", str(variants), "--ops", str(ops), "--device", f"emu:{prof}"]
-        sh(ootest("select", "run", *decide, "--root-var", "OOTEST_ROOT", "--out", str(suite)),
+        sh(ootest("select", "run", *decide, "--root-var", root_var, "--out", str(static)),
            env, work)  # fmt: skip
+        replay = work / "replay.jsonl"
+        t0 = time.perf_counter()
+        sh(ootest("ops", "replay", "--db", str(ops), "--device", f"emu:{prof}", "--out",
+                  str(replay), "--timeout", "5", "-q"), env, work)  # fmt: skip
+        replay_s = time.perf_counter() - t0
+        replayed = sum(1 for _ in replay.open()) - 1
+        sh(ootest("select", "run", *decide, "--replay", str(replay), "--root-var", root_var,
+                  "--out", str(suite)), env, work)  # fmt: skip
         truth_path = work / "truth.jsonl"
         run = ["--device", f"emu:{prof}", "--timeout", str(args.timeout), "-q"]
         sh(ootest("run", str(all_yaml), *run, "--results", str(truth_path)), env, work, (0, 1))
@@ -191,7 +209,9 @@ def main() -> int:
         kinds = Counter(o for o, _ in truth.values())
         kinds_text = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
         print(f"  {n} variants; truth (every variant run, no tolerance): {kinds_text}")
-        print(f"  before refinement: {quality(first, truth)}")
+        print(f"  before refinement, static evidence only: {quality(decisions(static), truth)}")
+        print(f"  replayed {replayed} recorded calls in {replay_s:.1f} s")
+        print(f"  before refinement, with the replay: {quality(first, truth)}")
         print(f"  after {rounds} round(s): {quality(final, truth, last)}")
         print(
             f"  executed to reach the final config: {len(executed)}/{n} = "

@@ -103,9 +103,13 @@ def test_capture_records_device_ops_stops_and_crashes(tmp_path: Path) -> None:
     mine = [x for x in recs if x.get("variant_id") == V + "test_segfault"]
     last = [x for x in mine if x["kind"] == "ops"][-1]
     assert last["ops"] == {"aten::sin": 1}  # the last op it reached
-    assert mine[-1] == {  # and the dtypes it was called with, written before it ran
+    assert mine[-2] == {  # and the dtypes it was called with, written before it ran
         "kind": "dtypes", "variant_id": V + "test_segfault", "op": "aten::sin",
         "dtypes": ["float32"],
+    }  # fmt: skip
+    assert mine[-1] == {  # and the call itself (Note [Call examples])
+        "kind": "example", "variant_id": V + "test_segfault", "op": "aten::sin",
+        "call": '{"args":[{"T":"float32","dev":true,"shape":[2],"v":[1.0,1.0]}],"kwargs":{}}',
     }  # fmt: skip
 
     branch = {x["variant_id"] for x in recs if x["kind"] == "device_branch"}

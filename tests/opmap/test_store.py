@@ -136,7 +136,7 @@ def test_damaged_middle_line_is_an_error(tmp_path: Path) -> None:
         ),
         (
             [PROV, {"kind": "opz", "variant_id": A}],
-            "test:2: kind: expected one of provenance, ops, stop, device_branch, dtypes; "
+            "test:2: kind: expected one of provenance, ops, stop, device_branch, dtypes, example; "
             "found 'opz'; "
             "was the capture written by a newer ootest? Upgrade ootest to read it",
         ),
@@ -160,6 +160,11 @@ def test_damaged_middle_line_is_an_error(tmp_path: Path) -> None:
         (
             [PROV, {"kind": "dtypes", "variant_id": A, "dtypes": ["int64"]}],
             "test:2: op: expected an op name string; found None",
+        ),
+        (
+            [PROV, {"kind": "example", "variant_id": A, "op": "aten::mm", "call": [1, 2]}],
+            "test:2: call: expected the call as JSON text (at most 1048576 characters, "
+            "Note [Call examples]); found '[1, 2]'",
         ),
     ],
 )
@@ -284,7 +289,7 @@ def test_schema_version_mismatch(make_index: Any) -> None:
     with pytest.raises(UserError) as e:
         OpStore.open(db)
     assert str(e.value) == (
-        f"{db}: expected op map schema version 2; found 0. Rebuild it with this ootest: "
+        f"{db}: expected op map schema version 3; found 0. Rebuild it with this ootest: "
         "`ootest ops ingest CAPTURE.jsonl --db NEW.db`"
     )
 
@@ -351,7 +356,7 @@ def test_a_schema_1_index_is_upgraded_in_place(make_index: Any) -> None:
     with OpStore.open(db) as s:
         assert s.call_dtypes() == {}  # nothing recorded yet: selection falls back
         assert s.connection.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (
-            "2",
+            "3",
         )
         s.ingest_records([prov(time=7.0), *SIGNED[1:]], source="new")
         assert s.call_dtypes()[INT_MM][1] == ("aten::mm", "float32")
@@ -378,3 +383,103 @@ def test_merge_keeps_signatures(make_index: Any, tmp_path: Path) -> None:
             ("aten::mm", "int64"),
         )
     }
+
+
+# ------------------------------------------------------------ call examples (schema 3)
+def example(vid: str, op: str, call: str) -> dict[str, Any]:
+    return {"kind": "example", "variant_id": vid, "op": op, "call": call}
+
+
+SMALL = '{"args":[{"T":"float32","dev":true,"shape":[2],"v":[1.0,2.0]}],"kwargs":{}}'
+BIG = '{"args":[{"T":"float32","dev":true,"shape":[300]}],"kwargs":{}}'
+EXAMPLES = [
+    PROV,
+    ops(A, {"aten::exp": 2}),
+    example(A, "aten::exp", SMALL),
+    example(A, "aten::exp", BIG),
+    stop(A),
+    ops(B, {"aten::exp": 1}),
+    example(B, "aten.exp.default", SMALL),  # the same call, spelled another way
+    stop(B),
+]
+
+
+def test_call_examples_are_stored_once_and_per_variant(make_index: Any) -> None:
+    from ootest.device.calls import example_key
+
+    small, big = example_key("aten::exp", SMALL), example_key("aten::exp", BIG)
+    with OpStore.open(make_index(EXAMPLES)) as s:
+        assert s.examples() == sorted([(small, "aten::exp", SMALL), (big, "aten::exp", BIG)])
+        assert s.example_keys() == {A: tuple(sorted((small, big))), B: (small,)}
+        assert s.example_keys([B]) == {B: (small,)}
+        s.ingest_records([prov(time=9.0), *EXAMPLES[1:]], source="again")  # a second capture
+        assert len(s.examples()) == 2
+        assert s.connection.execute("SELECT count(*) FROM call_example").fetchone() == (3,)
+
+
+def test_merge_keeps_call_examples(make_index: Any) -> None:
+    target = make_index(SUITE, "t.db")
+    src = make_index(EXAMPLES, "s.db")
+    with OpStore.open(src) as s:
+        want = (s.examples(), s.example_keys())
+    with OpStore.open(target) as s:
+        s.merge([src])
+        assert (s.examples(), s.example_keys()) == want
+
+
+def test_a_schema_2_index_is_upgraded_in_place(make_index: Any) -> None:
+    db = make_index(SIGNED)
+    c = sqlite3.connect(db)
+    c.execute("DROP TABLE call_example")
+    c.execute("DROP TABLE example")
+    c.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+    c.commit()
+    c.close()
+    with OpStore.open(db) as s:
+        assert s.examples() == [] and s.example_keys() == {}
+        assert s.call_dtypes()[INT_MM]  # what schema 2 held is still there
+        s.ingest_records([prov(time=8.0), *EXAMPLES[1:]], source="new")
+        assert set(s.example_keys()) == {A, B}
+
+
+def test_an_old_index_this_process_may_not_write_is_read_as_it_is(
+    make_index: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+    import os
+
+    db = make_index(SUITE)
+    c = sqlite3.connect(db)
+    c.execute("DROP TABLE call_example")
+    c.execute("DROP TABLE example")
+    c.execute("DROP TABLE call_sig")
+    c.execute("DROP TABLE sig")
+    c.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
+    c.commit()
+    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    c.close()
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    # as a user without write access (root may write anything: the check is faked)
+    monkeypatch.setattr(os, "access", lambda path, mode: mode != os.W_OK)
+    with OpStore.open(db) as s:
+        assert s.readonly
+        assert s.call_dtypes() == {} and s.examples() == []
+        assert s.tests_for("aten::add").variants  # the rest answers as before
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    monkeypatch.undo()
+    with OpStore.open(db) as s:  # writable: upgraded in place
+        assert not s.readonly
+        assert s.connection.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (
+            "3",
+        )
+
+
+def test_for_test_shows_the_dtypes_each_op_saw_and_the_calls_written_down(
+    make_index: Any,
+) -> None:
+    with OpStore.open(make_index([*SIGNED, *EXAMPLES[1:]])) as s:
+        mm = {o.op: o for o in s.for_test(INT_MM).ops}
+        assert mm["aten::mm"].dtypes == ("float32", "int64")
+        assert mm["aten::fill_.Scalar"].dtypes == ("int64",) and mm["aten::mm"].examples == 0
+        exp = {o.op: o for o in s.for_test(A).ops}["aten::exp"]
+        assert (exp.dtypes, exp.examples) == ((), 2)

@@ -179,6 +179,11 @@ def test_recorded_call_dtypes_decide_instead_of_the_dtype_axis(tmp_path: Path) -
     # the same calls without signatures (an older index): the float32 axis stands in
     old = decisions(_signed_index(tmp_path / "old.db", signed=False))
     assert {v: m for v, (m, _, _) in old.items()} == dict.fromkeys(CALLS, "mandatory_success")
+    # a test that ignores its dtype argument: float64 in its name, float32 on the
+    # device (upstream's test_conj_self): the calls decide, not the axis
+    cands = [Candidate(FINE, ("float64",))]
+    assert decisions(tmp_path / "signed.db")[FINE][:2] == ("mandatory_success", "ops_supported")
+    assert decisions(tmp_path / "old.db")[FINE][:2] == ("skip", "dtype_unsupported:float64")
 
 
 def test_select_run_says_which_op_saw_which_dtype(
@@ -240,3 +245,103 @@ def test_a_config_selected_for_a_device_runs_on_it_and_refine_says_when_nothing_
     assert "no result in r.jsonl is a variant of s.yaml" in err
     assert "  device: emu:young\n" in Path("s.yaml").read_text()  # kept on rewrite
     assert "torch" not in sys.modules
+
+
+# ------------------------------------------------------------ replayed calls
+CRASH = ("crashed", "aten::abs.out", "the process died: SIGSEGV")
+HANG = ("timeout", "aten::sub.Tensor", "no return within 5 s")
+FAIL = ("failed", "aten::add.Tensor", "RuntimeError: tile count exceeds the launch limit")
+OFF = ("mismatch", "aten::exp", "result: greatest absolute difference 0.94, relative 0.001")
+
+
+def test_replayed_calls_decide_between_declared_ops_and_mandatory() -> None:
+    ops = ("aten::abs.out", "aten::add.Tensor", "aten::exp", "aten::sub.Tensor")
+
+    def d(*faults: tuple[str, str, str], **kw: object) -> tuple[str, str]:
+        got = decide(Evidence("v", ops=ops, replay=faults, **kw))  # type: ignore[arg-type]
+        return got.mode, got.reason
+
+    assert d() == ("mandatory_success", "ops_supported")
+    assert d(CRASH, FAIL) == ("skip", "replay_crashed:aten::abs.out")  # worst first
+    assert d(HANG) == ("skip", "replay_timeout:aten::sub.Tensor")
+    assert d(FAIL, OFF) == ("xfail", "replay_failed:aten::add.Tensor")
+    assert d(OFF) == ("xfail", "replay_mismatch:aten::exp")
+    # what is declared, and what was seen on the device, come first
+    assert d(CRASH, missing_ops=("aten::exp",)) == ("skip", "op_unsupported:aten::exp")
+    assert d(CRASH, missing_dtypes=("int64",))[1] == "dtype_unsupported:int64"
+    bad = Result("failed", "RuntimeError:1", "RuntimeError: x")
+    assert d(CRASH, observed=[bad]) == ("xfail_strict", "observed_fail:RuntimeError:1")
+    # a misbehaving call is evidence even where the op set may differ per device
+    assert d(OFF, ops_uncertain="device branch") == ("xfail", "replay_mismatch:aten::exp")
+    why = decide(Evidence("v", ops=ops, replay=(CRASH, HANG, FAIL, OFF))).evidence
+    assert why[0] == "replayed call of aten::abs.out crashed: the process died: SIGSEGV"
+    assert why[-1] == "and 1 more replayed calls misbehaved"
+
+
+def test_refine_promotes_a_replay_xfail_that_passes_k_times() -> None:
+    from ootest.select.refine import refine_one
+
+    good = [Result("passed", at=1.0), Result("passed", at=2.0)]
+    fail_ev = Evidence("v", ops=("aten::add.Tensor",), replay=(FAIL,), observed=good)
+    assert refine_one(fail_ev, None, 2, 0.05).decision.reason == "observed_pass:2"
+    crash_ev = Evidence("v", ops=("aten::abs.out",), replay=(CRASH,), observed=good[:1])
+    assert refine_one(crash_ev, None, 2, 0.05).decision.mode == "skip"  # never ran: stays
+    one = Evidence("v", ops=("aten::add.Tensor",), replay=(FAIL,), observed=good[:1])
+    assert refine_one(one, None, 2, 0.05).decision.reason == "replay_failed:aten::add.Tensor"
+
+
+def test_replay_evidence_survives_the_sidecar(tmp_path: Path) -> None:
+    from ootest.select.refine import evidence_row, read_sidecar
+
+    ev = Evidence("v", ops=("aten::exp",), replay=(OFF,))
+    plain = Evidence("w", ops=("aten::exp",))
+    side = tmp_path / "s.evidence.jsonl"
+    rows = [evidence_row(e, decide(e), "fp") for e in (ev, plain)]
+    side.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert "replay" not in rows[1]["evidence"]  # nothing said: nothing written
+    back = read_sidecar(side)
+    assert [e for e, _, _ in back] == [ev, plain]
+
+
+def test_an_undeclared_op_whose_calls_replayed_ok_counts_as_supported(tmp_path: Path) -> None:
+    """Upstream's test_movedim[int64] calls ``detach``, which emu:young does not
+    declare and runs anyway (torch's device-independent kernel): its replayed call
+    is the evidence. An undeclared op whose call failed stays missing."""
+    from ootest.device.calls import example_key
+    from ootest.opmap.replay import Replay, write_replay
+    from ootest.opmap.store import OpStore
+    from ootest.select.gather import Candidate, Sources, Support, gather
+
+    call = '{"args":[{"T":"int64","dev":true,"shape":[2]}],"kwargs":{}}'
+    ok_v, bad_v = "t.py::T::test_movedim[dtype=int64]", "t.py::T::test_cumsum[dtype=int64]"
+    recs: list[dict[str, object]] = [_PROV]
+    for vid, op in ((ok_v, "aten::detach"), (bad_v, "aten::cumsum")):
+        recs += [
+            {"kind": "ops", "variant_id": vid, "ops": {op: 1, "aten::add.Tensor": 1}},
+            {"kind": "example", "variant_id": vid, "op": op, "call": call},
+            {"kind": "stop", "variant_id": vid, "outcome": "passed"},
+        ]
+    db = tmp_path / "ops.db"
+    with OpStore.open(db, create=True) as s:
+        s.ingest_records(recs, source="test")
+    rep = Replay({"kind": "replay", "device": "emu:young"})
+    for op, status in (("aten::detach", "ok"), ("aten::cumsum", "failed")):
+        key = example_key(op, call)
+        rep.results[key] = {"kind": "call", "key": key, "op": op, "status": status}
+    write_replay(tmp_path / "r.jsonl", rep)
+    declared = {"aten::add.Tensor"}
+    support = Support(lambda op: op in declared, None, "list")
+    cands = [Candidate(ok_v), Candidate(bad_v)]
+
+    def decisions(replay: Path | None) -> dict[str, tuple[str, str, tuple[str, ...]]]:
+        evs = gather(cands, Sources(ops=db, replay=replay), support, None)
+        return {e.variant_id: (decide(e).mode, decide(e).reason, decide(e).evidence) for e in evs}
+
+    got = decisions(tmp_path / "r.jsonl")
+    assert got[ok_v] == (
+        "mandatory_success",
+        "ops_supported",
+        ("all 2 ops it calls are declared or replayed as on the CPU (aten::detach)",),
+    )
+    assert got[bad_v][:2] == ("skip", "op_unsupported:aten::cumsum")
+    assert decisions(None)[ok_v][:2] == ("skip", "op_unsupported:aten::detach")  # no replay

@@ -64,3 +64,38 @@ def test_capture_select_run_refine_converges(tmp_path: Path) -> None:
     assert out.returncode == 0, f"did not converge in 3 rounds: {changed}"
     final = [json.loads(x) for x in res.read_text().splitlines() if '"result"' in x]
     assert all(r["outcome"] == "passed" for r in final if r.get("mode") == "mandatory_success")
+
+
+@pytest.mark.slow  # a minute: capture, replay, one run of the example suite on emu
+def test_with_the_replay_the_first_config_already_passes(tmp_path: Path) -> None:
+    """Note [Replaying calls]: the faults no declaration shows are found before any
+    test runs, so the config selected for emu:faulty passes as it is."""
+    env = {"OOTEST_ROOT": str(ROOT)}
+    ops, variants, suite = tmp_path / "ops.db", tmp_path / "v.jsonl", tmp_path / "suite.yaml"
+    replay = tmp_path / "replay.jsonl"
+    _ok(ootest("ops", "capture", "examples/suite", "--device", "emu:full", "--db", str(ops), "-q"))
+    _ok(ootest("ops", "replay", "--db", str(ops), "--device", "emu:faulty", "--out", str(replay),
+               "--timeout", "5", "-q"))  # fmt: skip
+    _ok(
+        run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "examples/suite",
+             "--collect-only", "--ootest-device", "emu:faulty", "--ootest-variants", str(variants)]
+        )
+    )  # fmt: skip
+    _ok(ootest("select", "run", "--variants", str(variants), "--ops", str(ops), "--replay",
+               str(replay), "--device", "emu:faulty", "--root-var", "OOTEST_ROOT", "--out",
+               str(suite)))  # fmt: skip
+    rows = [json.loads(x) for x in (tmp_path / "suite.evidence.jsonl").read_text().splitlines()]
+    reasons = {r["decision"]["reason"]: r["decision"]["mode"] for r in rows}
+    assert reasons["replay_crashed:aten::abs.out"] == "skip"  # integer abs kills the process
+    assert reasons["replay_timeout:aten::sub.Tensor"] == "skip"  # float sub hangs
+    assert reasons["replay_mismatch:aten::exp"] == "xfail"  # exp is 0.1 % off
+    assert reasons["replay_failed:aten::add.Tensor"] == "xfail"  # add fails from 200 elements
+    res = tmp_path / "r.jsonl"
+    out = ootest("run", str(suite), "--device", "emu:faulty", "--results", str(res), "-q",
+                 "--timeout", "15", env=env)  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    got = [json.loads(x) for x in res.read_text().splitlines() if '"result"' in x]
+    assert not [r for r in got if r["outcome"] in ("crashed", "timeout")]  # none was run
+    mandatory = [r for r in got if r.get("mode") == "mandatory_success"]
+    assert len(mandatory) >= 20 and all(r["outcome"] == "passed" for r in mandatory)

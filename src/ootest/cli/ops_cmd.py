@@ -68,6 +68,22 @@ def add_parser(sub: Any) -> Any:
     a = action("stats", "counts, captures and the most used ops", stats)
     a.add_argument("--top", type=int, default=20)
     a.add_argument("--json", action="store_true")
+    a = action("replay", "run each recorded call on the device against the CPU", replay)
+    a.add_argument("--device", required=True, metavar="DEVICE", help="emu:PROFILE or MODULE:NAME")
+    a.add_argument("--out", type=Path, required=True, metavar="REPLAY.jsonl")
+    a.add_argument(
+        "--timeout", type=float, default=10.0, metavar="SECONDS", help="per call (default 10)"
+    )
+    a.add_argument(
+        "--presume-after",
+        type=int,
+        default=2,
+        metavar="N",
+        help="after N crashes (or hangs) of one op and dtype signature, its other calls "
+        "are recorded as such without running (default 2; 0: run every call)",
+    )
+    a.add_argument("--show", type=int, default=20, help="faults listed (default 20; 0: all)")
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress")
     from ootest.cli import capture_cmd
 
     capture_cmd.add_parser(osub)
@@ -212,8 +228,10 @@ def for_test(args: argparse.Namespace) -> int:
     table.add_column("op")
     table.add_column("mode")
     table.add_column("calls", justify="right")
+    table.add_column("dtypes seen")
+    table.add_column("written down", justify="right")
     for o in res.ops:
-        table.add_row(_esc(o.op), o.mode, str(o.calls))
+        table.add_row(_esc(o.op), o.mode, str(o.calls), ", ".join(o.dtypes), str(o.examples or ""))
     con.print(table)
     for e in res.captures:
         stop = f", stopped on {e.stopped_on}" if e.stopped_on else ""
@@ -460,4 +478,67 @@ def stats(args: argparse.Namespace) -> int:
     for op, n in st.top_ops:
         table.add_row(_esc(op), str(n))
     con.print(table)
+    return 0
+
+
+# ------------------------------------------------------------------ replay
+def replay(args: argparse.Namespace) -> int:
+    """Note [Replaying calls]: every call example of the index, on the device."""
+    from ootest.atomic import check_output
+    from ootest.device import check_device
+    from ootest.opmap.replay import FAULTS, replay, write_replay
+    from ootest.timeout import check_timeout
+
+    check_timeout(args.timeout, "--timeout")
+    if args.presume_after < 0:
+        raise UserError(f"--presume-after: expected 0 or more calls; found {args.presume_after}")
+    check_device(args.device)
+    check_output(args.out, "--out")
+    with _store(args) as store:
+        examples = store.examples()
+    if not examples:
+        raise UserError(
+            f"{args.db}: the op map holds no call examples; capture with this ootest "
+            "(`ootest ops capture ...`) to record them"
+        )
+    con = _console()
+    con.print(f"replaying {len(examples)} recorded calls on {_esc(args.device)} against the CPU")
+    from rich.progress import Progress
+
+    with Progress(console=con, transient=True, disable=args.quiet) as bar:
+        task = bar.add_task("calls", total=len(examples))
+        rep = replay(
+            examples,
+            args.device,
+            timeout=args.timeout,
+            presume_after=args.presume_after,
+            on_progress=lambda done, _: bar.update(task, completed=done),
+        )
+    rep.header["op_map"] = str(args.db)
+    write_replay(args.out, rep)
+    counts = rep.counts()
+    presumed = sum(1 for r in rep.results.values() if r.get("presumed"))
+    con.print(
+        ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+        + (f" ({presumed} of them presumed, not run)" if presumed else "")
+        + f"; written to {_esc(args.out)}"
+    )
+    faults = sorted(
+        (r for r in rep.results.values() if r["status"] in FAULTS),
+        key=lambda r: (FAULTS.index(r["status"]), r["op"], r["key"]),
+    )
+    if faults:
+        from rich.table import Table
+
+        table = Table(title="calls that do not behave as on the CPU")
+        for col in ("op", "status", "what happened", "example"):
+            table.add_column(col)
+        shown = faults if args.show == 0 else faults[: args.show]
+        for r in shown:
+            what = (f"{r['error']}: " if r.get("error") else "") + str(r.get("detail", ""))
+            what = what if len(what) <= 90 else what[:87] + "..."
+            table.add_row(_esc(r["op"]), r["status"], _esc(what), r["key"])
+        con.print(table)
+        if len(shown) < len(faults):
+            con.print(f"... and {len(faults) - len(shown)} more (--show 0 lists all)")
     return 0

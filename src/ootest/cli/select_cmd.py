@@ -55,6 +55,12 @@ def add_parser(sub: Any) -> None:
         metavar="JSONL",
         help="earlier results on the device (oldest first)",
     )
+    r.add_argument(
+        "--replay",
+        type=Path,
+        metavar="JSONL",
+        help="the op map's calls replayed on the device (ootest ops replay; needs --ops)",
+    )
     r.add_argument("--scope", type=Path, metavar="FILE", help="file keys in scope, one a line")
     r.add_argument(
         "--root-var",
@@ -152,6 +158,7 @@ def _header(
         "evidence per variant in the .evidence.jsonl next to this file.",
         f"backend: {support.source}; ootest {ootest_version()}",
         f"memory {_digest(args.memory)}; op map {_digest(args.ops)}; model: {model}",
+        *([f"replayed calls {_digest(args.replay)}"] if args.replay else []),
         f"decisions: {summary}",
         "",
     ]
@@ -185,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     scope, areas, notes = _scope(args.scope)
     cands = _candidates(args)
     fps = {c.variant_id: c.fingerprint for c in cands}
-    sources = Sources(args.memory, args.ops, args.reference, args.results)
+    sources = Sources(args.memory, args.ops, args.reference, args.results, args.replay)
     evidence = gather(cands, sources, support, scope)
     _scope_areas(evidence, areas)
     rows = [(ev, decide(ev)) for ev in evidence]
@@ -477,7 +484,7 @@ def run_since(args: argparse.Namespace) -> int:
     judging = _judging(args)
     support = _support(args)
     scope, _areas, notes = _scope(args.scope)
-    sources = Sources(args.memory, args.ops, args.reference, args.results)
+    sources = Sources(args.memory, args.ops, args.reference, args.results, args.replay)
     mem, ops = _digest(args.memory), _digest(args.ops)
     model: list[str] = []  # the judge's, once it was asked
 

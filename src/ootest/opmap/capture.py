@@ -10,7 +10,9 @@ The stream format (one object per line; see docs/opmap.md):
 - ``{"kind": "device_branch", "variant_id"}``: its ops may differ per device;
 - ``{"kind": "dtypes", "variant_id", "op", "dtypes": ["int64"]}``: the variant
   called ``op`` with device tensors of these dtypes (distinct, sorted; one record
-  per signature new to the variant, Note [Call dtypes]).
+  per signature new to the variant, Note [Call dtypes]);
+- ``{"kind": "example", "variant_id", "op", "call": "<JSON text>"}``: one call
+  written down so it can be replayed on another device (Note [Call examples]).
 
 A process may die while writing, so an unparseable *last* line is dropped
 (and counted); an unparseable line anywhere else is an error.
@@ -27,7 +29,8 @@ from typing import Any
 
 from ootest.errors import UserError
 
-KINDS = ("provenance", "ops", "stop", "device_branch", "dtypes")
+KINDS = ("provenance", "ops", "stop", "device_branch", "dtypes", "example")
+MAX_EXAMPLE = 1 << 20  # characters of one call example
 MODES = ("eager", "compiled")
 
 
@@ -128,6 +131,15 @@ def check_record(where: str, rec: dict[str, Any]) -> str:
     elif kind == "stop":
         for key in ("op", "outcome", "error"):
             _opt_str(where, rec, key)
+    elif kind == "example":
+        op, call = rec.get("op"), rec.get("call")
+        if not isinstance(op, str) or not op:
+            raise UserError(f"{where}: op: expected an op name string; found {op!r}")
+        if not isinstance(call, str) or not call.startswith("{") or len(call) > MAX_EXAMPLE:
+            raise UserError(
+                f"{where}: call: expected the call as JSON text (at most {MAX_EXAMPLE} "
+                f"characters, Note [Call examples]); found {_short(json.dumps(call))}"
+            )
     elif kind == "dtypes":
         op, dtypes = rec.get("op"), rec.get("dtypes")
         if not isinstance(op, str) or not op:

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ootest.device.calls import example_key
 from ootest.errors import UserError
 from ootest.opmap.capture import check_record, keys_ok
 from ootest.opmap.names import overload_of
@@ -89,6 +90,8 @@ class Ingest:
         self.new_sigs: list[tuple[int, str]] = []
         self.next_sig = 1
         self.call_sigs: set[tuple[int, int, int]] = set()  # (variant, op, sig)
+        self.examples: dict[str, tuple[int, str]] = {}  # key -> (op id, call text)
+        self.call_examples: set[tuple[int, str]] = set()  # (variant, example key)
         self.fresh = False
 
     def __enter__(self) -> Ingest:
@@ -162,6 +165,8 @@ class Ingest:
                 self._ops(key, rec, line)
             elif kind == "dtypes":
                 self._dtypes(key[1], rec)
+            elif kind == "example":
+                self._example(key[1], rec)
             elif kind == "stop":
                 op = rec.get("op")
                 self.stops[key] = (
@@ -226,6 +231,18 @@ class Ingest:
             self.next_sig += 1
             self.new_sigs.append((sig, text))
         self.call_sigs.add((var, self.raw_ids[raw], sig))
+
+    def _example(self, var: int, rec: dict[str, Any]) -> None:
+        """One call example (Note [Call examples in the index])."""
+        raw: str = rec["op"]
+        if raw not in self.raw_ids:
+            self._learn([raw])
+        op = self.raw_ids[raw]
+        name = str(overload_of(raw))
+        key = example_key(name, rec["call"])
+        if key not in self.examples:
+            self.examples[key] = (op, rec["call"])
+        self.call_examples.add((var, key))
 
     def _close_current(self) -> None:
         if self.current is not None:
@@ -299,6 +316,15 @@ class Ingest:
         c.executemany(
             "INSERT OR IGNORE INTO call_sig(variant, op, sig) VALUES (?, ?, ?)",
             sorted(self.call_sigs),
+        )
+        c.executemany(
+            "INSERT INTO example(op, key, call) VALUES (?, ?, ?) ON CONFLICT(key) DO NOTHING",
+            ((op, key, call) for key, (op, call) in sorted(self.examples.items())),
+        )
+        c.executemany(
+            "INSERT OR IGNORE INTO call_example(variant, example) "
+            "SELECT ?, id FROM example WHERE key = ?",
+            sorted(self.call_examples),
         )
         c.execute(
             "INSERT INTO edge(variant, op, mode, calls) "
@@ -463,6 +489,17 @@ def _merge_one(store: OpStore, report: IngestReport) -> set[int]:
             "SELECT vm.new, om.new, ms.id FROM src.call_sig cs "
             "JOIN temp.vmap vm ON vm.old = cs.variant JOIN temp.omap om ON om.old = cs.op "
             "JOIN src.sig ss ON ss.id = cs.sig JOIN main.sig ms ON ms.dtypes = ss.dtypes"
+        )
+        c.execute(
+            "INSERT INTO main.example(op, key, call) SELECT om.new, e.key, e.call "
+            "FROM src.example e JOIN temp.omap om ON om.old = e.op WHERE true ORDER BY e.id "
+            "ON CONFLICT(key) DO NOTHING"
+        )
+        c.execute(
+            "INSERT OR IGNORE INTO main.call_example(variant, example) "
+            "SELECT vm.new, me.id FROM src.call_example ce "
+            "JOIN temp.vmap vm ON vm.old = ce.variant JOIN src.example se ON se.id = ce.example "
+            "JOIN main.example me ON me.key = se.key"
         )
         report.variants += int(c.execute("SELECT count(*) FROM temp.vmap").fetchone()[0])
         report.edges = int(c.execute("SELECT count(*) FROM main.edge").fetchone()[0])

@@ -32,6 +32,15 @@ ingested or merged. An index of schema 1 is upgraded in place when opened
 (the two tables are added, nothing else changes); its variants have no
 signatures until captured again, and selection then falls back to the
 variant's dtype axis.
+
+Note [Call examples in the index]
+Schema 3 keeps the call examples (Note [Call examples]): ``example`` holds each
+distinct example once, keyed by ``example_key`` (a hash of the op and the
+call's text, the same in every index and replay file), and ``call_example``
+(variant, example) says the variant made that call. Union over captures, like
+``edge``. An index of schema 1 or 2 is upgraded in place when opened; its
+variants have no examples until captured again, and ``ops replay`` has
+nothing to replay for them.
 """
 
 from __future__ import annotations
@@ -57,7 +66,7 @@ from ootest.errors import UserError
 from ootest.opmap.capture import ReadStats, read_capture
 from ootest.opmap.names import KNOWN_NAMESPACES, OpName, parse_op
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_DB = OPS_DB
 MODE_NAMES = ("eager", "compiled")
 _MODE_SETS = {1: ("eager",), 2: ("compiled",), 3: ("eager", "compiled")}  # by mode bits
@@ -72,6 +81,15 @@ CREATE TABLE IF NOT EXISTS sig(id INTEGER PRIMARY KEY, dtypes TEXT NOT NULL UNIQ
 CREATE TABLE IF NOT EXISTS call_sig(
   variant INTEGER NOT NULL, op INTEGER NOT NULL, sig INTEGER NOT NULL,
   PRIMARY KEY(variant, op, sig)) WITHOUT ROWID;
+"""
+
+# Schema 3 (Note [Call examples in the index]): an index of schema 1 or 2 gets these on open.
+_EXAMPLE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS example(
+  id INTEGER PRIMARY KEY, op INTEGER NOT NULL, key TEXT NOT NULL UNIQUE, call TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS call_example(
+  variant INTEGER NOT NULL, example INTEGER NOT NULL,
+  PRIMARY KEY(variant, example)) WITHOUT ROWID;
 """
 
 _SCHEMA = (
@@ -100,6 +118,7 @@ CREATE TABLE IF NOT EXISTS edge(
   PRIMARY KEY(variant, op, mode)) WITHOUT ROWID;
 """
     + _SIG_SCHEMA
+    + _EXAMPLE_SCHEMA
 )
 EDGE_INDEX = "CREATE INDEX IF NOT EXISTS edge_by_op ON edge(op, variant, mode, calls)"
 
@@ -203,6 +222,8 @@ class OpUse:
     packet: str
     mode: str
     calls: int
+    dtypes: tuple[str, ...] = ()  # what its calls saw on the device (Note [Call dtypes])
+    examples: int = 0  # calls written down for ``ops replay`` (Note [Call examples])
 
 
 @dataclass(frozen=True)
@@ -264,6 +285,7 @@ class OpStore:
         self._conn = conn
         self.path = path
         self._namespaces: frozenset[str] | None = None
+        self.readonly = False
 
     # ---------------------------------------------------------------- opening
     @classmethod
@@ -279,8 +301,16 @@ class OpStore:
             p.parent.mkdir(parents=True, exist_ok=True)
         elif not p.is_file():
             raise UserError(f"{p}: expected an op map index file; found a folder")
-        conn = sqlite3.connect(p, isolation_level=None)
+        # a file (or folder) this process may not write is read as it is: an older
+        # schema is completed in memory instead of upgraded in place
+        readonly = not create and not (os.access(p, os.W_OK) and os.access(p.parent, os.W_OK))
+        if readonly:
+            uri = f"{p.resolve().as_uri()}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+        else:
+            conn = sqlite3.connect(p, isolation_level=None)
         store = cls(conn, p)
+        store.readonly = readonly
         try:
             store._setup(create)
         except sqlite3.DatabaseError as e:
@@ -296,7 +326,8 @@ class OpStore:
 
     def _setup(self, create: bool) -> None:
         c = self._conn
-        c.execute("PRAGMA journal_mode=WAL")
+        if not self.readonly:
+            c.execute("PRAGMA journal_mode=WAL")
         c.execute("PRAGMA synchronous=NORMAL")
         c.execute("PRAGMA cache_size=-131072")  # 128 MiB: ingest and merge sort in memory
         c.execute("PRAGMA temp_store=MEMORY")
@@ -315,10 +346,15 @@ class OpStore:
             return
         row = c.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         found = row[0] if row else "none"
-        if found == "1":  # upgraded in place: nothing to rewrite, two tables to add
+        if found in ("1", "2") and self.readonly:  # the missing tables, empty, in memory
+            for stmt in (_SIG_SCHEMA + _EXAMPLE_SCHEMA).split(";"):
+                if stmt.strip():
+                    c.execute(stmt.replace("CREATE TABLE", "CREATE TEMP TABLE"))
+            found = str(SCHEMA_VERSION)
+        if found in ("1", "2"):  # upgraded in place: nothing to rewrite, tables to add
             c.execute("BEGIN IMMEDIATE")
             try:
-                for stmt in _SIG_SCHEMA.split(";"):
+                for stmt in (_SIG_SCHEMA + _EXAMPLE_SCHEMA).split(";"):
                     if stmt.strip():
                         c.execute(stmt)
                 c.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
@@ -603,8 +639,29 @@ class OpStore:
             "SELECT nodeid, file, device_branch, varies, partial, why FROM variant WHERE id = ?",
             (vid,),
         ).fetchone()
+        seen: dict[str, set[str]] = {}
+        for n, d in c.execute(
+            "SELECT o.name, s.dtypes FROM call_sig cs JOIN op o ON o.id = cs.op "
+            "JOIN sig s ON s.id = cs.sig WHERE cs.variant = ?",
+            (vid,),
+        ):
+            seen.setdefault(str(n), set()).update(str(d).split(","))
+        written = dict(
+            c.execute(
+                "SELECT o.name, count(*) FROM call_example ce JOIN example e ON e.id = ce.example "
+                "JOIN op o ON o.id = e.op WHERE ce.variant = ? GROUP BY o.name",
+                (vid,),
+            ).fetchall()
+        )
         ops = [
-            OpUse(str(n), str(p), MODE_NAMES[int(m)], int(k))
+            OpUse(
+                str(n),
+                str(p),
+                MODE_NAMES[int(m)],
+                int(k),
+                tuple(sorted(seen.get(str(n), ()))) if int(m) == 0 else (),
+                int(written.get(n, 0)) if int(m) == 0 else 0,
+            )
             for n, p, m, k in c.execute(
                 "SELECT o.name, o.packet, e.mode, e.calls FROM edge e JOIN op o ON o.id = e.op "
                 "WHERE e.variant = ? ORDER BY o.name, e.mode",
@@ -786,6 +843,30 @@ class OpStore:
         if only is not None:
             out = {k: p for k, p in out.items() if k in only}
         return dict(sorted(out.items()))
+
+    def examples(self) -> list[tuple[str, str, str]]:
+        """Every call example: (key, op name, call text), by op then key."""
+        return [
+            (str(k), str(n), str(t))
+            for k, n, t in self._conn.execute(
+                "SELECT e.key, o.name, e.call FROM example e JOIN op o ON o.id = e.op "
+                "ORDER BY o.name, e.key"
+            )
+        ]
+
+    def example_keys(self, only: Collection[str] | None = None) -> dict[str, tuple[str, ...]]:
+        """Per variant with call examples: their keys, sorted (``only``: just these
+        variant IDs)."""
+        rows = self._conn.execute(
+            "SELECT v.variant_id, e.key FROM call_example ce "
+            "JOIN variant v ON v.id = ce.variant JOIN example e ON e.id = ce.example "
+            "ORDER BY v.variant_id, e.key"
+        )
+        out: dict[str, tuple[str, ...]] = {}
+        for vid, group in groupby(rows, key=itemgetter(0)):
+            if only is None or vid in only:
+                out[str(vid)] = tuple(str(k) for _, k in group)
+        return out
 
     def _ops_by_variant(self) -> dict[int, set[str]]:
         """Every variant's ops in any mode (names shared, not copied per variant)."""

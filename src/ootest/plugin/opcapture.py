@@ -24,6 +24,13 @@ it runs, like the op's first call. Selection checks these against the dtypes a
 backend declares per op: a float32-parametrized test that multiplies int64
 matrices calls ``mm`` with int64, whatever its dtype axis says.
 
+Note [Call examples] (ootest.device.calls): per variant and (op, dtypes as torch
+passed them), the first call and the largest one (elements on the device) are
+written down as ``example`` records, so ``ootest ops replay`` can run the same
+calls on another device before any test runs. The first is written before it
+runs; the largest, when it is not the first, when the test ends. Counting a
+call's elements is the only cost the hot path adds.
+
 ``torch.compile``: the mode is switched off while Dynamo and AOT Autograd compile
 (``ignore_compile_internals``; otherwise every compiled test would fall back to
 eager and test something else), and the forward/backward graphs AOT Autograd
@@ -51,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ootest.device.calls import encode_call
 from ootest.record.results import Appender
 
 if TYPE_CHECKING:
@@ -164,6 +172,8 @@ class OpCapture:
         rest = {name: n - 1 for name, n in mode.counts_by_name().items() if n > 1}
         if rest:
             out.write(self._ops(rest, "eager"))
+        for name, spec in mode.largest_calls():
+            self.example(name, spec)
         stop, error = mode.stop
         out.write(
             {
@@ -190,6 +200,13 @@ class OpCapture:
         """An op the variant had not called before: written before it runs."""
         if self.out is not None:
             self.out.write(self._ops({name: 1}, "eager"))
+
+    def example(self, name: str, spec: str) -> None:
+        """A call example (Note [Call examples])."""
+        if self.out is not None:
+            self.out.write(
+                {"kind": "example", "variant_id": self.variant, "op": name, "call": spec}
+            )
 
     def first_dtypes(self, name: str, dtypes: list[str]) -> None:
         """A dtype signature the variant had not called ``name`` with before: written
@@ -221,19 +238,22 @@ def _make_mode(capture: OpCapture) -> Any:
     names: dict[Any, str] = {}  # OpOverload -> "aten::add.Tensor"
     sig_names: dict[tuple[Any, ...], tuple[str, ...]] = {}  # dtypes -> distinct names, sorted
 
-    def device_dtypes(args: Any, kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+    def device_dtypes(args: Any, kwargs: dict[str, Any], size: list[int]) -> tuple[Any, ...] | None:
         """The dtypes of the call's tensors on the device, in argument order (and a
-        factory's ``dtype=``); None: nothing of the call is on the device."""
+        factory's ``dtype=``); None: nothing of the call is on the device. Adds
+        their elements to ``size[0]``."""
         found: list[Any] = []
         on = False
         for a in args:
             if isinstance(a, tensor):
                 if a.device.type == device:
                     found.append(a.dtype)
+                    size[0] += a.numel()
             elif isinstance(a, (list, tuple)):
                 for b in a:
                     if isinstance(b, tensor) and b.device.type == device:
                         found.append(b.dtype)
+                        size[0] += b.numel()
         if kwargs:
             d = kwargs.get("device")
             if d is not None and getattr(d, "type", str(d).partition(":")[0]) == device:
@@ -241,10 +261,16 @@ def _make_mode(capture: OpCapture) -> Any:
                 dt = kwargs.get("dtype")
                 if dt is not None:
                     found.append(dt)
-            rest = device_dtypes(tuple(v for k, v in kwargs.items() if k != "device"), {})
+            rest = device_dtypes(tuple(v for k, v in kwargs.items() if k != "device"), {}, size)
             if rest is not None:
                 found += rest
         return tuple(found) if found or on else None
+
+    def example(args: Any, kwargs: dict[str, Any]) -> str | None:
+        try:
+            return encode_call(args, kwargs, device)
+        except Exception:  # never let writing an example break a test
+            return None
 
     keys = torch._C.DispatchKey
     composite: dict[Any, Any] = {}
@@ -271,6 +297,13 @@ def _make_mode(capture: OpCapture) -> Any:
             self.signed: set[tuple[Any, tuple[str, ...]]] = set()  # (op, signature) written
             self.stop: tuple[str | None, str | None] = (None, None)
             self.following: set[Any] = set()  # ops whose composite kernel is being followed
+            # (op, dtypes) -> elements of its largest call, and its example when that
+            # is not the first call (written at the end, Note [Call examples])
+            self.sizes: dict[tuple[Any, tuple[Any, ...]], int] = {}
+            self.largest: dict[tuple[Any, tuple[Any, ...]], str] = {}
+
+        def largest_calls(self) -> list[tuple[str, str]]:
+            return [(names[f], spec) for (f, _), spec in self.largest.items()]
 
         def counts_by_name(self) -> dict[str, int]:
             out: dict[str, int] = {}
@@ -283,7 +316,8 @@ def _make_mode(capture: OpCapture) -> Any:
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
         ) -> Any:
             kwargs = kwargs or {}
-            dtypes = device_dtypes(args, kwargs)
+            size = [0]
+            dtypes = device_dtypes(args, kwargs, size)
             if dtypes is not None:  # calls off the device are neither recorded nor followed
                 key = composite.get(func, _UNKNOWN)
                 if key is _UNKNOWN:
@@ -315,8 +349,17 @@ def _make_mode(capture: OpCapture) -> Any:
                     if sig and (func, sig) not in self.signed:  # (f32, f32) and (f32,): one
                         self.signed.add((func, sig))
                         capture.first_dtypes(name, list(sig))
+                    self.sizes[call] = size[0]
+                    spec = example(args, kwargs)
+                    if spec is not None:
+                        capture.example(name, spec)
                 else:
                     self.counts[call] = n + 1
+                    if size[0] > self.sizes[call]:
+                        self.sizes[call] = size[0]
+                        spec = example(args, kwargs)
+                        if spec is not None:
+                            self.largest[call] = spec
             try:
                 return func(*args, **kwargs)
             except Exception as e:

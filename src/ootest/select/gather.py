@@ -60,6 +60,7 @@ class Sources:
     ops: Path | None = None
     reference: list[Path] = field(default_factory=list)  # CPU reference results
     results: list[Path] = field(default_factory=list)  # device results, oldest first
+    replay: Path | None = None  # ``ootest ops replay`` of the op map's calls
 
 
 def reference_id(variant_id: str) -> str:
@@ -206,8 +207,17 @@ def gather(
     cpu = _results(sources.reference)
     seen = _results(sources.results)
     ops_of: dict[str, OpEvidence] = {}
+    replayed: dict[str, tuple[tuple[str, str, str], ...]] = {}
+    worked: dict[str, frozenset[str]] = {}
     if sources.ops is not None:
-        ops_of = _op_map(sources.ops, {c.variant_id for c in candidates})
+        only = {c.variant_id for c in candidates}
+        ops_of = _op_map(sources.ops, only)
+        if sources.replay is not None:
+            replayed, worked = replay_faults(sources.ops, sources.replay, only)
+    elif sources.replay is not None:
+        raise UserError(
+            f"--replay {sources.replay}: the replayed calls are the op map's; pass --ops DB too"
+        )
     out: list[Evidence] = []
     covers = support.covers
     for c in candidates:
@@ -223,12 +233,21 @@ def gather(
             ops, uncertain, ref, calls = known
             ev.ops, ev.ops_uncertain, ev.reference = ops, uncertain, ref
             if callable(covers):
-                ev.missing_ops = tuple(o for o in ops if not covers(o))
-            if not ev.missing_dtypes and uncertain is None:
-                if calls is not None:  # the dtypes each call saw (Note [Call dtypes])
-                    ev.missing_dtypes, ev.dtype_rule = _call_dtypes(calls, support)
-                elif support.op_dtypes:
-                    ev.missing_dtypes, ev.dtype_rule = _op_dtypes(ops, c.dtypes, support.op_dtypes)
+                missing = [o for o in ops if not covers(o)]
+                # an op not declared whose every call here replayed as on the CPU
+                # works on the device (a device-independent kernel of torch's, or a
+                # declaration that left it out): the replay is the evidence
+                ok = worked.get(c.variant_id, frozenset())
+                ev.missing_ops = tuple(o for o in missing if o not in ok)
+                ev.replay_covered = tuple(o for o in missing if o in ok)
+            if uncertain is None and calls is not None:
+                # the dtypes each call saw (Note [Call dtypes]) decide, not the dtype
+                # axis: a test may ignore its dtype argument (float64 in the name,
+                # float32 tensors on the device)
+                ev.missing_dtypes, ev.dtype_rule = _call_dtypes(calls, support)
+            elif not ev.missing_dtypes and uncertain is None and support.op_dtypes:
+                ev.missing_dtypes, ev.dtype_rule = _op_dtypes(ops, c.dtypes, support.op_dtypes)
+        ev.replay = replayed.get(c.variant_id, ())
         cpu_runs = cpu.get(c.variant_id)
         ev.cpu = cpu_runs[-1] if cpu_runs else None
         ev.observed = seen.get(c.variant_id, [])
@@ -300,3 +319,38 @@ def _op_map(path: Path, only: Collection[str] | None = None) -> dict[str, OpEvid
                 ref = Result(outcome, kind, f"{outcome} on the reference device: {kind}{where}")
             out[vid] = (tuple(sorted(ops)), uncertain, ref, calls.get(vid))
     return out
+
+
+def replay_faults(
+    ops: Path, replay: Path, only: Collection[str] | None = None
+) -> tuple[dict[str, tuple[tuple[str, str, str], ...]], dict[str, frozenset[str]]]:
+    """Per variant, its recorded calls that misbehaved in the replay: (status, op,
+    what happened), worst first; and the ops all of whose recorded calls replayed
+    ``ok`` (Note [Replaying calls])."""
+    from ootest.opmap.replay import FAULTS, read_replay
+    from ootest.opmap.store import OpStore
+
+    rep = read_replay(replay)
+    with OpStore.open(ops) as store:
+        keys = store.example_keys(only)
+    bad: dict[str, tuple[str, str, str]] = {}
+    for key, r in rep.results.items():
+        if r["status"] in FAULTS:
+            what = (f"{r['error']}: " if r.get("error") else "") + str(r.get("detail", ""))
+            bad[key] = (str(r["status"]), str(r.get("op", "")), what)
+    status = {k: (str(r.get("op", "")), str(r["status"])) for k, r in rep.results.items()}
+    out: dict[str, tuple[tuple[str, str, str], ...]] = {}
+    worked: dict[str, frozenset[str]] = {}
+    for vid, ks in keys.items():
+        found = {bad[k] for k in ks if k in bad}
+        if found:
+            out[vid] = tuple(sorted(found, key=lambda f: (FAULTS.index(f[0]), f[1], f[2])))
+        seen: dict[str, bool] = {}
+        for k in ks:
+            op, st = status.get(k, ("", "missing"))
+            if op:
+                seen[op] = seen.get(op, True) and st == "ok"
+        good = frozenset(op for op, all_ok in seen.items() if all_ok)
+        if good:
+            worked[vid] = good
+    return out, worked

@@ -32,7 +32,7 @@ from typing import Any
 
 from ootest.errors import UserError
 from ootest.record.results import RunData
-from ootest.select.rules import Decision, Evidence, Result, decide
+from ootest.select.rules import Decision, Evidence, Result, decide, promotable
 from ootest.select.signature import signature
 from ootest.select.writer import TAG, Precision
 
@@ -48,7 +48,11 @@ def sidecar_path(config: Path) -> Path:
 
 
 def evidence_row(ev: Evidence, d: Decision, fingerprint: str) -> dict[str, Any]:
-    return {"decision": asdict(d), "evidence": asdict(ev), "fingerprint": fingerprint}
+    evidence = asdict(ev)
+    for key in ("replay", "replay_covered"):
+        if not evidence[key]:
+            del evidence[key]  # written only where a replay said something
+    return {"decision": asdict(d), "evidence": evidence, "fingerprint": fingerprint}
 
 
 def read_sidecar(path: Path) -> list[tuple[Evidence, Decision, str]]:
@@ -74,6 +78,8 @@ def read_sidecar(path: Path) -> list[tuple[Evidence, Decision, str]]:
                     "cpu": Result(**raw["cpu"]) if raw["cpu"] else None,
                     "reference": Result(**raw["reference"]) if raw["reference"] else None,
                     "observed": [Result(**r) for r in raw["observed"]],
+                    "replay": tuple(tuple(f) for f in raw.get("replay", ())),
+                    "replay_covered": tuple(raw.get("replay_covered", ())),
                 }
             )
             d = row["decision"]
@@ -130,7 +136,7 @@ def refine_one(
         # the judge's accepted proposal stands until the device says otherwise
         return Refined(prior)
     if (
-        d.reason == "no_evidence"
+        promotable(d.reason)
         and len(runs) >= k
         and all(o in ("passed", "xpassed") for o in runs[-k:])
     ):

@@ -21,11 +21,20 @@ The evidence of a variant, in the order it is trusted (DESIGN.md 7.1):
    variant's dtype stands for the dtype the op sees;
 6. **ops** (the op map): an op the backend does not declare is ``skip``
    (``op_unsupported:aten::_scaled_mm``, every missing op listed in the evidence);
-   all ops declared: ``mandatory_success`` (``ops_supported``);
+7. **replayed calls** (``ootest ops replay``, Note [Replaying calls]): an op the
+   backend does not declare but whose every recorded call of the variant replayed
+   as on the CPU is taken as supported (torch's device-independent kernel of
+   ``detach`` runs on any backend); a call the
+   variant makes that killed the replay's process or hung is ``skip``
+   (``replay_crashed:<op>``, ``replay_timeout:<op>``); one that raised or returned
+   other values than on the CPU is ``xfail`` (``replay_failed:<op>``,
+   ``replay_mismatch:<op>``): it runs, is not required to pass, and refinement
+   promotes it after clean passes like ``no_evidence``;
+8. all ops declared and no replayed call misbehaving: ``mandatory_success`` (``ops_supported``);
    a variant that calls no device op and passed on the reference device:
    ``mandatory_success`` (``no_device_ops``); one that failed on the reference
    device with every op present: ``xfail`` (``reference_fail:<signature>``);
-7. nothing else: ``xfail`` (``no_evidence``): it runs, and refinement promotes it
+9. nothing else: ``xfail`` (``no_evidence``): it runs, and refinement promotes it
    after clean passes.
 
 Unknown means run it: an op set the op map marks uncertain (the test branches on
@@ -66,6 +75,12 @@ class Evidence:
     cpu: Result | None = None
     reference: Result | None = None  # how it ended in the op capture (reference device)
     observed: list[Result] = field(default_factory=list)  # oldest first
+    #: replayed calls of the variant that misbehaved: (status, op, what happened),
+    #: worst first (Note [Replaying calls])
+    replay: tuple[tuple[str, str, str], ...] = ()
+    #: ops not declared whose every recorded call of the variant replayed as on
+    #: the CPU: taken as supported (Note [Replaying calls])
+    replay_covered: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -119,14 +134,16 @@ def decide(ev: Evidence) -> Decision:
                 + (f" ({ev.dtype_rule})" if ev.dtype_rule else ""),
             ),
         )
+    if ev.ops is not None and ev.ops_uncertain is None and ev.missing_ops:
+        return Decision(
+            vid,
+            "skip",
+            f"op_unsupported:{ev.missing_ops[0]}",
+            (f"calls {len(ev.ops)} ops; not declared: {', '.join(ev.missing_ops)}",),
+        )
+    if ev.replay:
+        return _replayed(ev)
     if ev.ops is not None and ev.ops_uncertain is None:
-        if ev.missing_ops:
-            return Decision(
-                vid,
-                "skip",
-                f"op_unsupported:{ev.missing_ops[0]}",
-                (f"calls {len(ev.ops)} ops; not declared: {', '.join(ev.missing_ops)}",),
-            )
         passes = sum(1 for r in ev.observed if r.outcome in _GOOD)
         note = f"; passed {passes}x on the device" if passes else ""
         if ev.ops:
@@ -134,7 +151,7 @@ def decide(ev: Evidence) -> Decision:
                 vid,
                 "mandatory_success",
                 "ops_supported",
-                (f"all {len(ev.ops)} ops it calls are declared{note}",),
+                (f"all {len(ev.ops)} ops it calls are declared{_covered(ev)}{note}",),
             )
         if ref is not None and ref.outcome in _GOOD:
             return Decision(
@@ -149,3 +166,30 @@ def decide(ev: Evidence) -> Decision:
     elif ev.ops is not None:
         why = "calls no op on the device; no reference outcome"
     return Decision(vid, "xfail", "no_evidence", (why,))
+
+
+#: reasons refinement may promote to mandatory after clean passes
+PROMOTABLE = ("no_evidence", "replay_failed:", "replay_mismatch:")
+
+
+def promotable(reason: str) -> bool:
+    return reason.startswith(PROMOTABLE)
+
+
+def _replayed(ev: Evidence) -> Decision:
+    status, op, _ = ev.replay[0]
+    mode = "skip" if status in ("crashed", "timeout") else "xfail"
+    notes = [f"replayed call of {o} {s}: {_cut(what)}" for s, o, what in ev.replay[:3]]
+    if len(ev.replay) > 3:
+        notes.append(f"and {len(ev.replay) - 3} more replayed calls misbehaved")
+    return Decision(ev.variant_id, mode, f"replay_{status}:{op}", tuple(notes))
+
+
+def _cut(text: str, width: int = 120) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _covered(ev: Evidence) -> str:
+    if not ev.replay_covered:
+        return ""
+    return f" or replayed as on the CPU ({', '.join(ev.replay_covered)})"

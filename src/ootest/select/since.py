@@ -365,6 +365,14 @@ def _row(
         r = evidence[key]
         evidence[key] = dict(vars(r)) if r is not None else None
     evidence["observed"] = [dict(vars(r)) for r in ev.observed]
+    if ev.replay:
+        evidence["replay"] = [list(f) for f in ev.replay]
+    else:
+        del evidence["replay"]  # as evidence_row: only where a replay said something
+    if ev.replay_covered:
+        evidence["replay_covered"] = list(ev.replay_covered)
+    else:
+        del evidence["replay_covered"]
     row = {
         "changed": list(changed),
         "decision": dict(vars(d)),

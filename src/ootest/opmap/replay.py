@@ -1,0 +1,318 @@
+"""``ootest ops replay``: the op map's call examples run on the device, before any test.
+
+Note [Replaying calls]
+Static evidence (declared ops and dtypes) cannot see that an op the backend
+declares returns wrong numbers, kills the process, hangs, or fails from some
+size on. Running every test to find out is what selection wants to avoid;
+running each *distinct call* the tests make is far cheaper (an op map of
+250,000 variants holds a few thousand distinct calls). Op capture writes those
+calls down (Note [Call examples]); replay rebuilds each one on the CPU and on the
+device with the same values, runs the op on both and compares with
+``torch.testing.assert_close``'s default tolerances:
+
+- ``ok``: same shapes, dtypes and values (values are not compared for ops whose
+  results are not defined by their inputs: seeded random ops, ``empty``...);
+- ``failed``: the op raised on the device (its exception type and first line);
+- ``mismatch``: it returned something else (which result, greatest differences);
+- ``crashed``: the worker process died in this call (its signal);
+- ``timeout``: the call did not return within ``--timeout`` seconds;
+- ``unusable``: no evidence either way (the call fails on the CPU too, e.g. a
+  rebuilt index out of range; the op does not exist in this torch; too large).
+
+Calls run in a worker process (``ootest.device.replay_worker``) that writes
+which call it begins before it runs it; a crash or a hang costs that call and a
+restart, never the replay. Each restart costs seconds (torch and the backend
+load again) and each hang the whole timeout, so once ``presume_after`` calls of
+one op with one dtype signature have crashed (or hung), the rest of that op's
+calls with that signature are not run: they are recorded with the same status,
+``"presumed": true`` and a detail that says so (calls are replayed grouped by
+op and signature, so they come next). Selection reads the file (``ootest select run
+--replay``): a variant whose recorded calls crashed or hung is a skip, one whose
+calls failed or mismatched is run without being required to pass
+(Note [Selection rules]). Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ootest.errors import UserError
+
+STATUSES = ("ok", "failed", "mismatch", "crashed", "timeout", "unusable")
+FAULTS = ("crashed", "timeout", "failed", "mismatch")  # worst first
+STARTUP_LIMIT = 300.0  # seconds a worker may take to load the backend
+
+
+@dataclass
+class Replay:
+    """A replay file: where it ran, and each example's result by key."""
+
+    header: dict[str, Any]
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(STATUSES, 0)
+        for r in self.results.values():
+            out[str(r["status"])] = out.get(str(r["status"]), 0) + 1
+        return out
+
+
+def _signal_name(rc: int) -> str:
+    if rc < 0:
+        try:
+            return signal.Signals(-rc).name
+        except ValueError:
+            return f"signal {-rc}"
+    return f"exit {rc}"
+
+
+def signature_of(call: str) -> str:
+    """The dtypes of a call example's device tensors (and a ``dtype=``), distinct and
+    sorted: the signature a crash or hang is presumed for (Note [Replaying calls])."""
+    found: set[str] = set()
+
+    def walk(a: Any) -> None:
+        if isinstance(a, list):
+            for b in a:
+                walk(b)
+        elif isinstance(a, dict):
+            if "T" in a:
+                if a.get("dev"):
+                    found.add(str(a["T"]))
+            elif "dtype" in a:
+                found.add(str(a["dtype"]))
+            else:
+                for b in a.values():
+                    walk(b)
+
+    try:
+        walk(json.loads(call))
+    except ValueError:
+        return "?"
+    return ",".join(sorted(found))
+
+
+def replay(
+    examples: list[tuple[str, str, str]],
+    device: str,
+    *,
+    timeout: float,
+    presume_after: int = 2,
+    python: str = sys.executable,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> Replay:
+    """Replay ``examples`` ((key, op, call) each) on ``device`` (Note [Replaying calls]).
+    ``presume_after``: crashes (or hangs) of one op and signature after which its
+    other calls are not run (0: run every call)."""
+    from ootest.version import ootest_version
+
+    sigs = {k: signature_of(call) for k, _, call in examples}
+    examples = sorted(examples, key=lambda e: (e[1], sigs[e[0]], e[0]))
+    costly: dict[tuple[str, str, str], int] = {}  # (op, signature, status) -> count
+
+    header: dict[str, Any] = {
+        "kind": "replay",
+        "device": device,
+        "ootest_version": ootest_version(),
+        "examples": len(examples),
+        "timeout": timeout,
+        "time": time.time(),
+    }
+    rep = Replay(header)
+    with tempfile.TemporaryDirectory(prefix="ootest-replay-") as tmp:
+        todo = Path(tmp) / "todo.jsonl"
+        todo.write_text(
+            "".join(
+                json.dumps({"key": k, "op": op, "call": call}) + "\n" for k, op, call in examples
+            ),
+            encoding="utf-8",
+        )
+        start, attempt = 0, 0
+        while start < len(examples):
+            attempt += 1
+            out, err = Path(tmp) / f"out{attempt}.jsonl", Path(tmp) / f"err{attempt}.txt"
+            start = _one_worker(
+                rep, examples, device, python, todo, out, err, start, timeout, on_progress
+            )
+            if start == 0 or start > len(examples):
+                continue
+            key, op, _ = examples[start - 1]
+            status = rep.results.get(key, {}).get("status")
+            if status not in ("crashed", "timeout"):
+                continue
+            sig = sigs[key]
+            n = costly[(op, sig, status)] = costly.get((op, sig, status), 0) + 1
+            while presume_after and n >= presume_after and start < len(examples):
+                k, o, _ = examples[start]
+                if (o, sigs[k]) != (op, sig):
+                    break
+                verb = "crashed" if status == "crashed" else "hung"
+                _put(rep, examples, start, {"status": status, "presumed": True,
+                     "detail": f"not run: {n} calls of {op} with {sig or 'no dtypes'} "
+                     f"{verb} before it"})  # fmt: skip
+                start += 1
+                if on_progress is not None:
+                    on_progress(len(rep.results), len(examples))
+    return rep
+
+
+def _one_worker(
+    rep: Replay,
+    examples: list[tuple[str, str, str]],
+    device: str,
+    python: str,
+    todo: Path,
+    out: Path,
+    err: Path,
+    start: int,
+    timeout: float,
+    on_progress: Callable[[int, int], None] | None,
+) -> int:
+    """Run one worker from ``start`` until it ends, dies or hangs; the next start."""
+    out.touch()
+    cmd = [python, "-m", "ootest.device.replay_worker", device, str(todo), str(out), str(start)]
+    with open(err, "wb") as errf:
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=errf, stderr=errf, start_new_session=True
+        )
+    began: tuple[int, float] | None = None
+    hello_by = time.monotonic() + STARTUP_LIMIT
+    hello = False
+    nxt = start
+    pos = 0
+    try:
+        while True:
+            with open(out, "rb") as f:
+                f.seek(pos)
+                chunk = f.read()
+            cut = chunk.rfind(b"\n") + 1
+            pos += cut
+            for line in chunk[:cut].splitlines():
+                rec = json.loads(line)
+                if "hello" in rec:
+                    hello = True
+                    rep.header.setdefault("torch_version", rec["hello"])
+                elif "begin" in rec:
+                    began = (int(rec["begin"]), time.monotonic())
+                else:
+                    i = int(rec.pop("i"))
+                    _put(rep, examples, i, rec)
+                    began, nxt = None, i + 1
+                    if on_progress is not None:
+                        on_progress(len(rep.results), len(examples))
+            rc = proc.poll()
+            if rc is not None and cut == 0:
+                if began is not None:
+                    _put(rep, examples, began[0], {"status": "crashed",
+                         "detail": f"the process died: {_signal_name(rc)}"})  # fmt: skip
+                    return began[0] + 1
+                if nxt < len(examples):
+                    raise UserError(_startup_failure(device, rc, err, hello))
+                return nxt
+            now = time.monotonic()
+            if began is not None and now - began[1] > timeout:
+                _kill(proc)
+                _put(rep, examples, began[0], {"status": "timeout",
+                     "detail": f"no return within {timeout:g} s"})  # fmt: skip
+                return began[0] + 1
+            if not hello and now > hello_by:
+                _kill(proc)
+                raise UserError(
+                    f"ops replay --device {device}: the worker did not load the backend within "
+                    f"{STARTUP_LIMIT:g} s; its output: {_tail(err)}"
+                )
+            if rc is None and cut == 0:
+                time.sleep(0.02)
+    finally:
+        if proc.poll() is None:
+            _kill(proc)
+
+
+def _put(rep: Replay, examples: list[tuple[str, str, str]], i: int, rec: dict[str, Any]) -> None:
+    key, op, _ = examples[i]
+    rep.results[key] = {"kind": "call", "key": key, "op": op, **rec}
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
+
+
+def _tail(err: Path, n: int = 600) -> str:
+    try:
+        text = err.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return "(none)"
+    return repr(text[-n:]) if text else "(none)"
+
+
+def _startup_failure(device: str, rc: int, err: Path, hello: bool) -> str:
+    if hello:
+        return (
+            f"ops replay --device {device}: the worker stopped ({_signal_name(rc)}) between "
+            f"calls; its output: {_tail(err)}"
+        )
+    return (
+        f"ops replay --device {device}: the backend did not load ({_signal_name(rc)}); "
+        f"its output: {_tail(err)}. Check that `ootest run --device {device}` works here"
+    )
+
+
+# ------------------------------------------------------------------ the file
+def write_replay(path: Path, rep: Replay) -> None:
+    from ootest.atomic import write_atomic
+
+    lines = [json.dumps(rep.header, sort_keys=True)]
+    lines += [json.dumps(rep.results[k], sort_keys=True) for k in sorted(rep.results)]
+    write_atomic(path, "\n".join(lines) + "\n")
+
+
+def read_replay(path: Path) -> Replay:
+    """A replay file; one clear error for anything else."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise UserError(f"--replay {path}: cannot read it: {e.strerror or e}") from None
+    where = f"--replay {path}"
+    rep: Replay | None = None
+    for n, line in enumerate(lines, 1):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            rec = None
+        if not isinstance(rec, dict):
+            raise UserError(
+                f"{where}:{n}: expected a JSON object (a file `ootest ops replay` wrote); "
+                f"found {line[:60]!r}"
+            )
+        if rep is None:
+            if rec.get("kind") != "replay":
+                raise UserError(
+                    f'{where}:1: expected the replay header ({{"kind": "replay", ...}}); '
+                    f"found kind {rec.get('kind')!r}. Write the file with `ootest ops replay`"
+                )
+            rep = Replay(rec)
+            continue
+        key, status = rec.get("key"), rec.get("status")
+        if rec.get("kind") != "call" or not isinstance(key, str) or status not in STATUSES:
+            raise UserError(
+                f"{where}:{n}: expected a call result (kind 'call', a key, status one of "
+                f"{', '.join(STATUSES)}); found {line[:80]!r}"
+            )
+        rep.results[key] = rec
+    if rep is None:
+        raise UserError(f"{where}: the file is empty; write it with `ootest ops replay`")
+    return rep

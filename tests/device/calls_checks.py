@@ -1,0 +1,108 @@
+"""Checks of call examples (Note [Call examples]) on emu: run by test_calls.py in a
+subprocess with ``--ootest-device emu:full`` (not collected by the default run)."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from ootest.device.calls import RANGE_UP_TO, VALUES_UP_TO, decode_call, encode_call
+
+DEV = "emu"
+
+
+def roundtrip(*args: object, **kwargs: object) -> tuple[dict, tuple, tuple]:  # type: ignore[type-arg]
+    text = encode_call(args, kwargs, DEV)
+    assert text is not None
+    spec = json.loads(text)
+    cpu, dev = decode_call(spec, DEV, seed=7)
+    return spec, cpu, dev
+
+
+def test_small_tensors_keep_their_values_on_both_sides() -> None:
+    x = torch.tensor([[1.5, -2.0], [float("inf"), float("nan")]], device=DEV)
+    spec, (cargs, _), (dargs, _) = roundtrip(x, 2, alpha=0.5)
+    t = spec["args"][0]
+    assert (t["T"], t["shape"], t["dev"], t["v"]) == ("float32", [2, 2], True,
+                                                       [1.5, -2.0, "inf", "nan"])  # fmt: skip
+    assert spec["args"][1] == 2 and spec["kwargs"] == {"alpha": 0.5}
+    assert cargs[0].device.type == "cpu" and dargs[0].device.type == DEV
+    torch.testing.assert_close(dargs[0].cpu(), x.cpu(), equal_nan=True)
+    torch.testing.assert_close(cargs[0], x.cpu(), equal_nan=True)
+
+
+def test_large_tensors_are_seeded_and_integers_stay_in_range() -> None:
+    big = torch.zeros(VALUES_UP_TO + 1, device=DEV)
+    idx = torch.arange(3, 3 + VALUES_UP_TO + 5, device=DEV)
+    spec, (cargs, _), (dargs, _) = roundtrip(big, idx)
+    assert "v" not in spec["args"][0] and "lo" not in spec["args"][0]
+    assert (spec["args"][1]["lo"], spec["args"][1]["hi"]) == (3, 3 + VALUES_UP_TO + 4)
+    assert torch.equal(cargs[0], dargs[0].cpu()) and torch.equal(cargs[1], dargs[1].cpu())
+    assert int(cargs[1].min()) >= 3 and int(cargs[1].max()) <= 3 + VALUES_UP_TO + 4
+    again = decode_call(spec, DEV, seed=7)[0][0][0]
+    assert torch.equal(again, cargs[0])  # the same seed, the same values
+    huge = torch.zeros(RANGE_UP_TO + 1, dtype=torch.int64, device=DEV)
+    assert "lo" not in json.loads(encode_call((huge,), {}, DEV) or "{}")["args"][0]
+
+
+def test_strides_expanded_views_and_cpu_arguments() -> None:
+    t = torch.arange(6.0, device=DEV).reshape(2, 3).t()
+    e = torch.ones(1, 3, device=DEV).expand(4, 3)
+    host = torch.ones(2)
+    spec, (cargs, _), (dargs, _) = roundtrip(t, e, host)
+    assert spec["args"][0]["stride"] == [1, 3] and spec["args"][1]["stride"] == [0, 1]
+    assert spec["args"][2]["dev"] is False and "stride" not in spec["args"][2]
+    for c, d, orig in zip(cargs, dargs, (t, e, host), strict=True):
+        assert c.shape == d.shape == orig.shape and c.stride() == orig.stride()
+        assert torch.equal(c, d.cpu())
+    assert dargs[2].device.type == "cpu"  # a CPU argument stays on the CPU
+
+
+def test_dtypes_devices_and_lists_are_kept_and_the_rest_is_refused() -> None:
+    spec, (_, ckw), (_, dkw) = roundtrip(
+        [2, 3], dtype=torch.float16, device=torch.device(DEV), layout=torch.strided,
+        memory_format=torch.contiguous_format,
+    )  # fmt: skip
+    assert spec["kwargs"]["dtype"] == {"dtype": "float16"}
+    assert ckw["device"].type == "cpu" and dkw["device"].type == DEV
+    assert dkw["dtype"] is torch.float16 and dkw["memory_format"] is torch.contiguous_format
+    assert encode_call((torch.Generator(),), {}, DEV) is None
+    assert encode_call((torch.ones(2).to_sparse(),), {}, DEV) is None
+    assert encode_call((list(range(300)),), {}, DEV) is None  # too many items
+
+
+def test_a_correct_device_replays_every_kind_of_call_ok() -> None:
+    """No false alarms (Note [Replaying calls]): on emu:full every call matches the CPU."""
+    from ootest.device.calls import example_key
+    from ootest.device.replay_worker import replay_one
+
+    x = torch.randn(3, 4, device=DEV)
+    calls = [
+        ("aten::add.Tensor", (x, x), {"alpha": 2}),
+        ("aten::exp", (x,), {}),
+        ("aten::add_.Tensor", (x.clone(), x), {}),  # in place: the written input compares
+        ("aten::random_.from", (x.clone(), 0, 10), {}),  # seeded random: shapes only
+        ("aten::empty.memory_format", ([2, 3],), {"dtype": torch.float32, "device": x.device}),
+        ("aten::copy_", (torch.empty(3, 4, device=DEV), torch.ones(3, 4)), {}),
+        ("aten::index_select", (x, 0, torch.tensor([2, 0], device=DEV)), {}),
+        ("aten::sum.dim_IntList", (x, [1]), {"keepdim": True}),
+        ("aten::_local_scalar_dense", (x[0, 0].clone(),), {}),
+        ("aten::t", (x,), {}),
+        ("aten::max.dim", (x, 1), {}),  # two results
+    ]
+    for op, args, kwargs in calls:
+        text = encode_call(args, kwargs, DEV)
+        assert text is not None, op
+        got = replay_one({"key": example_key(op, text), "op": op, "call": text}, DEV)
+        assert got["status"] == "ok", (op, got)
+    # an index the seeded values put out of range fails on the CPU too: no evidence
+    bad = json.dumps(
+        {"args": [{"T": "float32", "shape": [2], "dev": True}, 0,
+                  {"T": "int64", "shape": [1], "dev": True, "v": [7]}], "kwargs": {}}
+    )  # fmt: skip
+    got = replay_one({"key": "0" * 20, "op": "aten::index_select", "call": bad}, DEV)
+    assert got["status"] == "unusable" and "fails on the CPU too" in got["detail"]
+    assert replay_one({"key": "0" * 20, "op": "aten::nosuch", "call": "{}"}, DEV)["status"] == (
+        "unusable"
+    )

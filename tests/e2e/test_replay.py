@@ -1,0 +1,133 @@
+"""Replaying the op map's calls on a faulty device (Note [Replaying calls]), in subprocesses:
+capture on emu:full, replay on emu:faulty, decide with the replay."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tests.conftest import ootest, run
+
+SUITE = """
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase, run_tests
+
+
+class TestRep(TestCase):
+    def test_exp(self, device):  # faulty: every exp result 0.1 % too large
+        self.assertEqual(torch.exp(torch.ones(8, device=device)).cpu(), torch.exp(torch.ones(8)))
+
+    def test_abs_int(self, device):  # faulty: integer abs kills the process
+        self.assertEqual(torch.tensor([-3, 2], device=device).abs().cpu(), torch.tensor([3, 2]))
+
+    def test_sub(self, device):  # faulty: float sub never returns
+        x = torch.ones(4, device=device)
+        self.assertEqual((x - x).cpu(), torch.zeros(4))
+
+    def test_add_big(self, device):  # faulty: add fails from 200 elements on
+        x = torch.ones(2, 150, device=device)
+        self.assertEqual((x + x).cpu(), torch.full((2, 150), 2.0))
+
+    def test_add_small_expanded(self, device):  # small, one argument expanded: fine
+        x = torch.ones(1, 3, device=device).expand(4, 3)
+        y = torch.ones(4, 3, device=device)
+        self.assertEqual((x + y).cpu(), torch.full((4, 3), 2.0))
+
+
+instantiate_device_type_tests(TestRep, globals())
+
+if __name__ == "__main__":
+    run_tests()
+"""
+
+
+def _calls(path: Path) -> tuple[dict[str, object], dict[str, list[dict[str, object]]]]:
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    by_op: dict[str, list[dict[str, object]]] = {}
+    for r in lines[1:]:
+        by_op.setdefault(str(r["op"]), []).append(r)
+    return lines[0], by_op
+
+
+def test_replay_finds_each_fault_and_selection_uses_it(tmp_path: Path) -> None:
+    (tmp_path / "test_rep.py").write_text(SUITE)
+    db, out = tmp_path / "ops.db", tmp_path / "replay.jsonl"
+    r = ootest("ops", "capture", "test_rep.py", "--device", "emu:full", "--db", str(db), "-q",
+               cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    cap = (tmp_path / "ops.db.capture" / "ops.jsonl").read_text().splitlines()
+    examples = [json.loads(x) for x in cap if '"kind": "example"' in x]
+    assert examples and all(json.loads(e["call"])["args"] for e in examples)
+
+    r = ootest("ops", "replay", "--db", str(db), "--device", "emu:faulty", "--out", str(out),
+               "--timeout", "3", "-q", cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    head, by_op = _calls(out)
+    assert head["kind"] == "replay" and head["device"] == "emu:faulty"
+    assert head["torch_version"]
+
+    def statuses(op: str) -> set[object]:
+        return {c["status"] for c in by_op[op]}
+
+    assert statuses("aten::exp") == {"mismatch"}
+    assert "relative 0.001" in str(by_op["aten::exp"][0]["detail"])
+    assert statuses("aten::abs.out") == {"crashed"}  # the int64 call
+    assert "SIGSEGV" in str(by_op["aten::abs.out"][0]["detail"])
+    assert statuses("aten::sub.Tensor") == {"timeout"}
+    assert {c["status"] for c in by_op["aten::add.Tensor"]} == {"ok", "failed"}
+    failed = [c for c in by_op["aten::add.Tensor"] if c["status"] == "failed"]
+    assert len(failed) == 1 and "TILE_OVERFLOW" in str(failed[0]["detail"])
+    assert "calls that do not behave as on the CPU" in r.stdout  # the table
+
+    variants = tmp_path / "v.jsonl"
+    r = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_rep.py",
+             "--collect-only", "--ootest-device", "emu:faulty", "--ootest-variants",
+             str(variants)], cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    suite = tmp_path / "suite.yaml"
+    common = ["--variants", str(variants), "--ops", str(db), "--device", "emu:faulty"]
+    r = ootest("select", "run", *common, "--replay", str(out), "--out", str(suite), cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [json.loads(x) for x in (tmp_path / "suite.evidence.jsonl").read_text().splitlines()]
+    got = {
+        row["decision"]["variant_id"].split("::")[-1].split("_emu")[0]: (
+            row["decision"]["mode"],
+            row["decision"]["reason"],
+        )
+        for row in rows
+    }
+    assert got == {
+        "test_exp": ("xfail", "replay_mismatch:aten::exp"),
+        "test_abs_int": ("skip", "replay_crashed:aten::abs.out"),
+        "test_sub": ("skip", "replay_timeout:aten::sub.Tensor"),
+        "test_add_big": ("xfail", "replay_failed:aten::add.Tensor"),
+        "test_add_small_expanded": ("mandatory_success", "ops_supported"),
+    }
+    text = suite.read_text()
+    assert "# replayed calls " in text
+    assert "replayed call of aten::abs.out crashed: the process died: SIGSEGV" in text
+
+    # without the replay the same evidence says: every op declared
+    r = ootest("select", "run", *common, "--out", str(tmp_path / "static.yaml"), cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    static = [json.loads(x) for x in (tmp_path / "static.evidence.jsonl").read_text().splitlines()]
+    assert {row["decision"]["reason"] for row in static} == {"ops_supported"}
+    assert all("replay" not in row["evidence"] for row in static)  # absent when empty
+
+
+def test_replay_without_examples_or_device_says_how_to_fix(tmp_path: Path) -> None:
+    db = tmp_path / "ops.db"
+    (tmp_path / "c.jsonl").write_text(
+        json.dumps({"kind": "provenance", "torch_version": "2.13.0", "device": "emu"}) + "\n"
+    )
+    r = ootest("ops", "ingest", str(tmp_path / "c.jsonl"), "--db", str(db), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = ootest("ops", "replay", "--db", str(db), "--device", "emu:faulty", "--out",
+               str(tmp_path / "r.jsonl"), cwd=tmp_path)  # fmt: skip
+    assert r.returncode != 0
+    assert "holds no call examples" in r.stderr and "Traceback" not in r.stderr
+    r = ootest("ops", "replay", "--db", str(db), "--device", "emu:nosuch", "--out",
+               str(tmp_path / "r.jsonl"), cwd=tmp_path)  # fmt: skip
+    assert r.returncode != 0 and "Traceback" not in r.stderr
