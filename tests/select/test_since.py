@@ -639,3 +639,64 @@ def test_the_device_delta_comes_from_the_diff_pass(built: Path, tmp_path: Path) 
     assert set(dev.entered) >= set(ids[:2]) and {ids[2], ids[4], "test/x.py::X::test_gone"} <= set(
         dev.left
     )
+
+
+def test_a_new_replay_re_decides_the_variants_whose_calls_it_judges_otherwise(
+    work: Work, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Note [Incremental selection]: only the backend changed (the same memory twice),
+    a new replay says one call now fails: exactly the variant making it is decided
+    again; the same replay again changes nothing."""
+    from ootest.device.calls import example_key
+    from ootest.opmap.replay import Replay, write_replay
+    from ootest.opmap.store import OpStore
+
+    beta = "test/test_beta.py::TestBeta::test_add[dtype=float32]"
+    call = '{"args":[{"T":"float32","dev":true,"shape":[300]}],"kwargs":{}}'
+    with OpStore.open(work / "ops.db") as s:
+        s.ingest_records(
+            [
+                {"kind": "provenance", "torch_version": "2.13.0", "device": "emu", "time": 5.0},
+                {"kind": "example", "variant_id": beta, "op": "aten::add.Tensor", "call": call},
+            ],
+            source="more",
+        )
+    key = example_key("aten::add.Tensor", call)
+
+    def replay(status: str, name: str) -> None:
+        rep = Replay({"kind": "replay", "device": "emu:faulty"})
+        rep.results[key] = {"kind": "call", "key": key, "op": "aten::add.Tensor",
+                            "status": status, "detail": "TILE_OVERFLOW"}  # fmt: skip
+        write_replay(work / name, rep)
+
+    replay("ok", "r0.jsonl")
+    replay("failed", "r1.jsonl")
+    before = (work / "suite.evidence.jsonl").read_text().splitlines()
+    since = ["select", "run", "--since", "old.db", "--memory", "old.db", "--config", "suite.yaml"]
+    rc, _, err = cli(capsys, *since, *SELECT, "--replay", "r0.jsonl", "--out", "a.yaml")
+    assert rc == 0, err  # every call fine, as the config already says: nothing to do
+    assert "evaluated 0 of" in err and "0 by the replay" in err
+    rc, diff, err = cli(capsys, *since, *SELECT, "--replay", "r1.jsonl", "--out", "b.yaml")
+    assert rc == 0, err
+    assert "evaluated 1 of" in err and "1 by the replay" in err
+    rows = {json.loads(x)["decision"]["variant_id"]: x for x in before}
+    new = {
+        json.loads(x)["decision"]["variant_id"]: x
+        for x in (work / "b.evidence.jsonl").read_text().splitlines()
+    }
+    moved = json.loads(new.pop(beta))
+    assert moved["changed"] == ["replay"]
+    assert moved["decision"]["reason"] == "replay_failed:aten::add.Tensor"
+    assert new == {v: x for v, x in rows.items() if v != beta}  # the rest byte-identical
+    assert "+# replayed calls sha256:" not in diff  # decided without a replay: no such line
+    # a config whose header names this replay was decided with it: it is not read again
+    from ootest.select.writer import file_digest
+
+    text = (work / "suite.yaml").read_text()
+    named = text.replace("# decisions:", f"# replayed calls {file_digest(work / 'r1.jsonl')}\n"
+                         "# decisions:", 1)  # fmt: skip
+    assert named != text
+    (work / "suite.yaml").write_text(named)
+    rc, _, err = cli(capsys, *since, *SELECT, "--replay", "r1.jsonl", "--out", "c.yaml")
+    assert rc == 0, err
+    assert "evaluated 0 of" in err

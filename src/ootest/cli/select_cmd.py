@@ -7,7 +7,6 @@ repository memory, the op map and results files.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import sys
 from collections import Counter
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ootest.errors import UserError
+from ootest.select.writer import REPLAY_LINE
 from ootest.timeout import check_timeout
 
 
@@ -138,13 +138,9 @@ def _candidates(args: argparse.Namespace) -> list[Any]:
 
 
 def _digest(path: Path | None) -> str:
-    if path is None or not path.is_file():
-        return "-"
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return "sha256:" + h.hexdigest()[:16]
+    from ootest.select.writer import file_digest
+
+    return file_digest(path)
 
 
 def _header(
@@ -158,7 +154,7 @@ def _header(
         "evidence per variant in the .evidence.jsonl next to this file.",
         f"backend: {support.source}; ootest {ootest_version()}",
         f"memory {_digest(args.memory)}; op map {_digest(args.ops)}; model: {model}",
-        *([f"replayed calls {_digest(args.replay)}"] if args.replay else []),
+        *([f"{REPLAY_LINE}{_digest(args.replay)}"] if args.replay else []),
         f"decisions: {summary}",
         "",
     ]
@@ -488,9 +484,13 @@ def run_since(args: argparse.Namespace) -> int:
     mem, ops = _digest(args.memory), _digest(args.ops)
     model: list[str] = []  # the judge's, once it was asked
 
+    replay = _digest(args.replay)
+
     def provenance(line: str) -> str:
         import re
 
+        if line.startswith("# " + REPLAY_LINE) and args.replay is not None:
+            return f"# {REPLAY_LINE}{replay}"
         if line.startswith("# memory "):
             line = re.sub(r"^# memory \S+;", f"# memory {mem};", line)
             if args.ops is not None:

@@ -10,7 +10,12 @@ the config (Note [Config patches] says how it is edited):
   import, OpInfo/ModuleInfo entry) and removed. Only the added and modified are
   decided again, with the same evidence and rules as a full run; a removed one
   leaves the sidecar and the names that named exactly it. Everything else is
-  kept as it was, byte for byte, sidecar lines included.
+  kept as it was, byte for byte, sidecar lines included. With ``--replay`` (a
+  new ``ootest ops replay``: a new backend build, a new capture), the variants
+  whose replay evidence changes (faults, or undeclared ops its calls cover) are
+  decided again too (``changed: ["replay"]``); a replay the config's header
+  already names changes nothing and is not read. Pass the same memory twice
+  (``--since M.db --memory M.db``) when only the backend changed.
 - **an enabled op** (``select enable OP --ops DB --config S``): the variants
   whose evidence lists an op the new rule covers among their missing ops are
   the ones that waited on it; only they are decided again, with those ops
@@ -508,6 +513,9 @@ def upgrade(
     why: dict[str, tuple[str, ...]] = {v: ("added",) for v in diff.added if v in entered}
     why.update((v, ("now a device variant",)) for v in entered if v not in why)
     why.update((m.id, m.reasons) for m in diff.modified)  # device ones stay (below)
+    if sources.replay is not None and sources.ops is not None:
+        for v in _replay_moved(config, sources):
+            why.setdefault(v, ("replay",))
     cands = from_memory(new_db, set(why))
     why = {c.variant_id: why[c.variant_id] for c in cands}
     evidence = gather(cands, sources, support, scope)
@@ -524,7 +532,10 @@ def upgrade(
     o = _finish(config, out, side, changes, removed, universe, provenance, extra)
     o.evaluated, o.total = len(changes), dev.total
     n_added = sum(1 for v in why.values() if v == ("added",))
-    o.details = [f"{n_added} added", f"{len(changes) - n_added} modified"]
+    n_replay = sum(1 for v in why.values() if v == ("replay",))
+    o.details = [f"{n_added} added", f"{len(changes) - n_added - n_replay} modified"]
+    if sources.replay is not None:
+        o.details.append(f"{n_replay} by the replay")
     o.details.append(f"{len(removed)} removed")
     unknown = dev.total - (rows_before - known) - len(why)
     if unknown > 0:
@@ -533,6 +544,28 @@ def upgrade(
             "did not change: decide them with a full 'ootest select run'"
         )
     return o
+
+
+def _replay_moved(config: Path, sources: Sources) -> set[str]:
+    """The variants whose replay evidence the replay file changes (Note [Incremental
+    selection]): none when it is the replay the config names in its header."""
+    from ootest.select.gather import replay_faults
+    from ootest.select.writer import REPLAY_LINE, file_digest
+
+    assert sources.ops is not None and sources.replay is not None
+    head = _read(config).split("test_suite_config:", 1)[0]
+    if f"# {REPLAY_LINE}{file_digest(sources.replay)}\n" in head:
+        return set()
+    faults, worked = replay_faults(sources.ops, sources.replay)
+    moved: set[str] = set()
+    for ev, _d, _fp in read_sidecar(sidecar_path(config)):
+        vid = ev.variant_id
+        ok = worked.get(vid, frozenset())
+        undeclared = sorted({*ev.missing_ops, *ev.replay_covered})
+        covered = [o for o in undeclared if o in ok]
+        if ev.replay != faults.get(vid, ()) or sorted(ev.replay_covered) != covered:
+            moved.add(vid)
+    return moved
 
 
 # ------------------------------------------------------------------ an enabled op

@@ -25,6 +25,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ootest.select.rules import MODES, Decision
@@ -54,6 +55,24 @@ class Placed:
     file: str  # file key
     template: str  # Class::method
     axes: str  # "op=add,dtype=float32" or ""
+
+
+def file_digest(path: Path | None) -> str:
+    """How a config's header names an input file (``sha256:`` and 16 hex digits;
+    ``-``: none)."""
+    import hashlib
+
+    if path is None or not path.is_file():
+        return "-"
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return "sha256:" + h.hexdigest()[:16]
+
+
+#: The header line naming the replay a config was decided with (Note [Replaying calls]).
+REPLAY_LINE = "replayed calls "
 
 
 def split_id(variant_id: str) -> tuple[str, str, str]:
