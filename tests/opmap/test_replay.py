@@ -139,3 +139,15 @@ def test_select_run_needs_the_op_map_for_a_replay(tmp_path: Path) -> None:
         gather([], Sources(replay=p), Support(), None)
     assert "pass --ops DB too" in str(e.value)
     assert os.path.exists(p)
+
+
+def test_the_signature_of_a_call_and_of_a_hostile_one() -> None:
+    from ootest.opmap.replay import signature_of
+
+    call = (
+        '{"args":[{"T":"float32","dev":true,"shape":[2]},{"T":"int64","dev":false,"shape":[1]},'
+        '[{"T":"bfloat16","dev":true,"shape":[1]}]],"kwargs":{"dtype":{"dtype":"float16"}}}'
+    )
+    assert signature_of(call) == "bfloat16,float16,float32"  # the CPU tensor does not count
+    assert signature_of('{"args": [' * 100_000) == "?"
+    assert signature_of("[" * 100_000 + "]" * 100_000) == "?"

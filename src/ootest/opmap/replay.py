@@ -91,13 +91,15 @@ def signature_of(call: str) -> str:
                     found.add(str(a["T"]))
             elif "dtype" in a:
                 found.add(str(a["dtype"]))
-            else:
-                for b in a.values():
-                    walk(b)
 
     try:
-        walk(json.loads(call))
-    except ValueError:
+        spec = json.loads(call)
+        if not isinstance(spec, dict):
+            return "?"
+        walk(spec.get("args"))
+        kwargs = spec.get("kwargs")
+        walk(list(kwargs.values()) if isinstance(kwargs, dict) else None)
+    except (ValueError, RecursionError):  # garbled or nested past any real call
         return "?"
     return ",".join(sorted(found))
 
