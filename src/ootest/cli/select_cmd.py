@@ -481,20 +481,24 @@ def run_since(args: argparse.Namespace) -> int:
     support = _support(args)
     scope, _areas, notes = _scope(args.scope)
     sources = Sources(args.memory, args.ops, args.reference, args.results, args.replay)
-    mem, ops = _digest(args.memory), _digest(args.ops)
-    model: list[str] = []  # the judge's, once it was asked
+    # the header's digests are hashed while the diff and the decisions run
+    # (hashlib releases the GIL): 0.18 s of reading 160 MB at 250,000 variants
+    from concurrent.futures import ThreadPoolExecutor
 
-    replay = _digest(args.replay)
+    hashing = ThreadPoolExecutor(1)
+    digests = [hashing.submit(_digest, p) for p in (args.memory, args.ops, args.replay)]
+    hashing.shutdown(wait=False)
+    model: list[str] = []  # the judge's, once it was asked
 
     def provenance(line: str) -> str:
         import re
 
         if line.startswith("# " + REPLAY_LINE) and args.replay is not None:
-            return f"# {REPLAY_LINE}{replay}"
+            return f"# {REPLAY_LINE}{digests[2].result()}"
         if line.startswith("# memory "):
-            line = re.sub(r"^# memory \S+;", f"# memory {mem};", line)
+            line = re.sub(r"^# memory \S+;", f"# memory {digests[0].result()};", line)
             if args.ops is not None:
-                line = re.sub(r"; op map \S+;", f"; op map {ops};", line)
+                line = re.sub(r"; op map \S+;", f"; op map {digests[1].result()};", line)
             if model:
                 line = re.sub(r"; model: .*$", f"; model: {model[0]}", line)
         return line
