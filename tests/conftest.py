@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -165,6 +166,23 @@ def ootest(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return run([sys.executable, "-m", "ootest.cli", *args], cwd=cwd, env=env)
+
+
+def spawn_ootest(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    """``ootest ARGS`` started in the background (stdout and stderr piped)."""
+    env = {**os.environ}
+    env.pop("PYTEST_ADDOPTS", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "ootest.cli", *args],
+        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def wait_for(path: Path, seconds: float = 60) -> None:
+    """Until ``path`` exists (a test's "I started" file), at most ``seconds``."""
+    end = time.time() + seconds
+    while not path.exists() and time.time() < end:
+        time.sleep(0.05)
 
 
 # ------------------------------------------------------ the checkout stays untouched

@@ -6,14 +6,12 @@ from __future__ import annotations
 import os
 import shlex
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ootest
+from tests.conftest import ootest, spawn_ootest, wait_for
 
 WAIT = (
     "import os, time\n"
@@ -51,17 +49,10 @@ def test_an_interrupted_run_says_what_it_kept_and_how_to_resume(
         "test_suite_config:\n  files:\n"
         "    - {path: test_wait.py, unlisted_test_mode: mandatory_success}\n"
     )
-    env = {**os.environ}
-    env.pop("PYTEST_ADDOPTS", None)
     argv = ["run", "a.yaml", "--results", "out/r.jsonl", "--fork", fork, "--", "-x"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ootest.cli", *argv],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc = spawn_ootest(*argv, cwd=tmp_path)
     try:
-        end = time.time() + 60
-        while not (tmp_path / "started").exists() and time.time() < end:
-            time.sleep(0.05)
+        wait_for(tmp_path / "started")
         time.sleep(0.2)  # the pid is written
         child = int((tmp_path / "started").read_text())
         proc.send_signal(sig)
@@ -81,7 +72,7 @@ def test_an_interrupted_run_says_what_it_kept_and_how_to_resume(
     assert '"outcome": "passed"' in (tmp_path / "out" / "r.jsonl").read_text()
 
     (tmp_path / "go").touch()
-    again = ootest(*shlex.split(err.split("continue with: ")[1])[1:], cwd=tmp_path, env=env)
+    again = ootest(*shlex.split(err.split("continue with: ")[1])[1:], cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "OK: 3 results in out/r.jsonl" in again.stdout + again.stderr
 
@@ -94,16 +85,9 @@ def test_an_interrupt_before_any_result_says_there_is_nothing_to_resume(
     )
     (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
     (tmp_path / "a.yaml").write_text("test_suite_config:\n  files: [{path: test_a.py}]\n")
-    env = {**os.environ}
-    env.pop("PYTEST_ADDOPTS", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ootest.cli", "run", "a.yaml", "--fork", "off"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc = spawn_ootest("run", "a.yaml", "--fork", "off", cwd=tmp_path)
     try:
-        end = time.time() + 60
-        while not (tmp_path / "started").exists() and time.time() < end:
-            time.sleep(0.05)
+        wait_for(tmp_path / "started")
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     finally:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ootest
+from tests.conftest import ootest, spawn_ootest, wait_for
 
 
 def test_shard_matrix_under_both_spellings(tmp_path: Path) -> None:
@@ -101,11 +101,6 @@ def test_outputs_that_cannot_be_written_are_one_line_before_any_work(
 def test_a_second_run_on_the_same_results_file_stops(tmp_path: Path) -> None:
     # two configs run at once from one folder (both on .ootest/results.jsonl) mixed
     # their records, each reporting the other's tests as its own
-    import os
-    import subprocess
-    import sys
-    import time
-
     (tmp_path / "test_wait.py").write_text(
         "import os, time\n"
         "def test_wait():\n"
@@ -120,16 +115,9 @@ def test_a_second_run_on_the_same_results_file_stops(tmp_path: Path) -> None:
         "    - {path: test_wait.py, unlisted_test_mode: mandatory_success}\n"
     )
     (tmp_path / "b.yaml").write_text("test_suite_config:\n  files: [{path: test_b.py}]\n")
-    env = {**os.environ}
-    env.pop("PYTEST_ADDOPTS", None)
-    first = subprocess.Popen(
-        [sys.executable, "-m", "ootest.cli", "run", "a.yaml", "--fork", "off"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    first = spawn_ootest("run", "a.yaml", "--fork", "off", cwd=tmp_path)
     try:
-        end = time.time() + 60
-        while not (tmp_path / "started").exists() and time.time() < end:
-            time.sleep(0.05)
+        wait_for(tmp_path / "started")
         second = ootest("run", "b.yaml", cwd=tmp_path)
         assert second.returncode == 2, second.stdout + second.stderr
         assert second.stderr == (
