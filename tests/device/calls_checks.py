@@ -106,3 +106,46 @@ def test_a_correct_device_replays_every_kind_of_call_ok() -> None:
     assert replay_one({"key": "0" * 20, "op": "aten::nosuch", "call": "{}"}, DEV)["status"] == (
         "unusable"
     )
+
+
+def test_views_keep_their_values_offset_and_storage() -> None:
+    """Kept values of a transposed tensor stay in logical order; a view's offset and
+    storage are rebuilt, so ``as_strided`` past the view works as it did."""
+    t = torch.tensor([[1.0, 2.0], [3.0, 4.0]], device=DEV).t()
+    spec, (cargs, _), (dargs, _) = roundtrip(t)
+    assert spec["args"][0]["v"] == [1.0, 3.0, 2.0, 4.0]
+    assert torch.equal(cargs[0], t.cpu()) and torch.equal(dargs[0].cpu(), t.cpu())
+    base = torch.arange(12.0, device=DEV)
+    v = base[6:]
+    spec, (cargs, _), (dargs, _) = roundtrip(v, [2, 3], [3, 1], 0)
+    a = spec["args"][0]
+    assert a["offset"] == 6 and "storage" not in a  # the view reaches its storage's end
+    assert roundtrip(base[2:5])[0]["args"][0]["storage"] == 12  # it does not
+    got = torch.ops.aten.as_strided.default(dargs[0], [2, 3], [3, 1], 6)
+    want = torch.ops.aten.as_strided.default(cargs[0], [2, 3], [3, 1], 6)
+    assert torch.equal(got.cpu(), want) and torch.equal(want, v.cpu().reshape(2, 3))
+
+
+def test_full_range_integers_and_huge_sizes_are_bounded() -> None:
+    from ootest.device.calls import MAX_ELEMENTS, elements
+
+    big = torch.tensor([-(2**63), 2**63 - 1] * 40, device=DEV)
+    _, (cargs, _), (dargs, _) = roundtrip(big)
+    assert torch.equal(cargs[0], dargs[0].cpu())
+    assert elements({"args": [[100000, 100000]], "kwargs": {}}) > MAX_ELEMENTS
+
+
+def test_what_a_correct_device_may_choose_otherwise_is_not_a_mismatch() -> None:
+    """Ties (sort's indices), summation order (mm within 10x the default tolerance),
+    decompositions' signs: a correct device is not reported (Note [Replaying calls])."""
+    from ootest.device.replay_worker import _compare
+
+    vals, a, b = torch.tensor([1, 1, 2]), torch.tensor([0, 1, 2]), torch.tensor([1, 0, 2])
+    assert _compare((vals, a), (vals, b), True, frozenset({1})) is None
+    assert "2 of 3 elements differ" in str(_compare((vals, a), (vals, b), True))
+    c = torch.full((4,), 1.0)
+    d = c + 9e-5
+    assert _compare(c, d, True, scale=10.0) is None
+    assert "greatest absolute difference" in str(_compare(c, d, True))
+    assert _compare(c, -c, False) is None  # shapes and dtypes only
+    assert "float16[4], expected float32[4]" in str(_compare(c, c.half(), False))

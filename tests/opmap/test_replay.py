@@ -18,9 +18,14 @@ from ootest.opmap.replay import read_replay, replay, write_replay
 WORKER = """
 import json, os, signal, sys, time
 _, _, device, todo, out, start = sys.argv[1:7]
+here = os.path.dirname(todo)
 if device == "emu:broken":
     print("ImportError: no backend here", file=sys.stderr)
     sys.exit(3)
+if device == "emu:busy" and int(start) > 0 and not os.path.exists(todo + ".waited"):
+    open(todo + ".waited", "w").close()  # busy once after a crash, then free
+    print("RuntimeError: device busy", file=sys.stderr)
+    sys.exit(1)
 f = open(out, "a")
 def put(r):
     f.write(json.dumps(r) + "\\n"); f.flush()
@@ -29,11 +34,16 @@ lines = open(todo).read().splitlines()
 for i in range(int(start), len(lines)):
     op = json.loads(lines[i])["op"]
     put({"begin": i})
+    if op == "cpucrash":  # dies in the CPU reference, before the device runs anything
+        os.kill(os.getpid(), signal.SIGSEGV)
+    put({"device": i})
     if op == "crash":
         os.kill(os.getpid(), signal.SIGSEGV)
     if op == "hang":
         time.sleep(60)
     put({"i": i, "status": "failed" if op == "boom" else "ok", "detail": op})
+if device == "emu:exithang":  # a driver thread joined at exit, forever
+    time.sleep(60)
 """
 
 
@@ -96,9 +106,30 @@ def test_after_two_crashes_of_one_op_and_signature_the_rest_are_presumed(python:
         "k9": ("crashed", False),  # another signature: run
         "ka": ("ok", False),
     }
-    assert rep.results["k2"]["detail"] == "not run: 2 calls of crash with float32 crashed before it"
+    assert rep.results["k2"]["detail"] == (
+        "not run: 2 calls of crash with float32 crashed before it, none larger than it"
+    )
     every = replay(examples, "emu:x", timeout=1.0, presume_after=0, python=python)
     assert not any(r.get("presumed") for r in every.results.values())
+
+
+def test_a_crash_in_the_cpu_reference_is_not_the_devices(python: str) -> None:
+    rep = replay(_examples("cpucrash", "ok"), "emu:x", timeout=1.0, python=python)
+    assert rep.results["k0"]["status"] == "unusable"
+    assert rep.results["k0"]["detail"] == "the CPU reference died: SIGSEGV"
+    assert rep.results["k1"]["status"] == "ok" and rep.header["complete"] is True
+
+
+def test_a_worker_stuck_in_its_exit_is_stopped_and_its_results_kept(python: str) -> None:
+    t = time.monotonic()
+    rep = replay(_examples("ok", "ok"), "emu:exithang", timeout=1.0, python=python)
+    assert time.monotonic() - t < 20  # the grace after the last call, not its 60 s
+    assert {r["status"] for r in rep.results.values()} == {"ok"} and len(rep.results) == 2
+
+
+def test_a_device_busy_after_a_crash_is_waited_for(python: str) -> None:
+    rep = replay(_examples("crash", "ok"), "emu:busy", timeout=1.0, python=python)
+    assert rep.results["k0"]["status"] == "crashed" and rep.results["k1"]["status"] == "ok"
 
 
 def test_a_backend_that_does_not_load_is_one_clear_error(python: str) -> None:

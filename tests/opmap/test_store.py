@@ -467,6 +467,18 @@ def test_an_old_index_this_process_may_not_write_is_read_as_it_is(
         assert s.tests_for("aten::add").variants  # the rest answers as before
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
     monkeypatch.undo()
+    # a schema 2 index keeps what it has (a temp table would hide the real one)
+    db2 = make_index(SIGNED, "two.db")
+    c = sqlite3.connect(db2)
+    c.execute("DROP TABLE call_example")
+    c.execute("DROP TABLE example")
+    c.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+    c.commit()
+    c.close()
+    monkeypatch.setattr(os, "access", lambda path, mode: mode != os.W_OK)
+    with OpStore.open(db2) as s:
+        assert s.readonly and s.call_dtypes()[INT_MM] and s.examples() == []
+    monkeypatch.undo()
     with OpStore.open(db) as s:  # writable: upgraded in place
         assert not s.readonly
         assert s.connection.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (

@@ -486,7 +486,7 @@ def replay(args: argparse.Namespace) -> int:
     """Note [Replaying calls]: every call example of the index, on the device."""
     from ootest.atomic import check_output
     from ootest.device import check_device
-    from ootest.opmap.replay import FAULTS, replay, write_replay
+    from ootest.opmap.replay import FAULTS, new_replay, replay, write_replay
     from ootest.timeout import check_timeout
 
     check_timeout(args.timeout, "--timeout")
@@ -503,19 +503,38 @@ def replay(args: argparse.Namespace) -> int:
         )
     con = _console()
     con.print(f"replaying {len(examples)} recorded calls on {_esc(args.device)} against the CPU")
+    import signal
+
     from rich.progress import Progress
 
-    with Progress(console=con, transient=True, disable=args.quiet) as bar:
-        task = bar.add_task("calls", total=len(examples))
-        rep = replay(
-            examples,
-            args.device,
-            timeout=args.timeout,
-            presume_after=args.presume_after,
-            on_progress=lambda done, _: bar.update(task, completed=done),
-        )
+    from ootest.cli.run_cmd import _raise_interrupt
+
+    rep = new_replay(args.device, len(examples), args.timeout)
     rep.header["op_map"] = str(args.db)
-    write_replay(args.out, rep)
+    try:  # SIGTERM (a cancelled CI job) stops the worker like Ctrl-C
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    except ValueError:  # not the main thread
+        previous = None
+    try:
+        with Progress(console=con, transient=True, disable=args.quiet) as bar:
+            task = bar.add_task("calls", total=len(examples))
+            replay(
+                examples,
+                args.device,
+                timeout=args.timeout,
+                presume_after=args.presume_after,
+                on_progress=lambda done, _: bar.update(task, completed=done),
+                into=rep,
+            )
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(
+            f"{len(rep.results)} of {len(examples)} calls replayed, kept in {args.out} "
+            "(marked incomplete; run the replay again to finish)"
+        ) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        write_replay(args.out, rep)  # what was done is kept, whatever stopped it
     counts = rep.counts()
     presumed = sum(1 for r in rep.results.values() if r.get("presumed"))
     con.print(

@@ -93,9 +93,19 @@ def _tensor(t: Any, device: str) -> dict[str, Any]:
         "shape": list(t.shape),
         "dev": dev,
     }
+    n = t.numel()
     if not t.is_contiguous():
         out["stride"] = list(t.stride())
-    n = t.numel()
+    if n:  # where the view sits in its storage, when an op may reach past it
+        try:
+            offset = t.storage_offset()
+            room = t.untyped_storage().nbytes() // max(1, t.element_size())
+        except Exception:  # a backend without storages: the view alone
+            offset = room = 0
+        if offset:
+            out["offset"] = offset
+        if room > offset + _extent(list(t.shape), list(t.stride())):
+            out["storage"] = room
     if t.is_complex() or n == 0 or n > RANGE_UP_TO:
         return out
     exact = t.is_floating_point() or t.dtype is torch.bool
@@ -127,13 +137,27 @@ def example_key(op: str, spec: str) -> str:
 
 
 # ------------------------------------------------------------------ rebuilding
+def _extent(shape: list[int], stride: list[int]) -> int:
+    """Storage elements a view of ``shape`` and ``stride`` spans from its offset."""
+    if not shape:
+        return 1
+    if 0 in shape:
+        return 0
+    return 1 + sum((s - 1) * abs(st) for s, st in zip(shape, stride, strict=True))
+
+
 def elements(spec: Any) -> int:
-    """Elements of every tensor the example rebuilds (to bound a replay)."""
+    """Elements the example rebuilds or may make (to bound a replay): every tensor's
+    storage, and a list of integers read as a size (a factory's, ``repeat``'s)."""
     if isinstance(spec, dict):
         if "T" in spec:
-            return math.prod(int(s) for s in spec.get("shape", ()))
+            return max(
+                math.prod(int(s) for s in spec.get("shape", ())), int(spec.get("storage", 0))
+            )
         return sum(elements(v) for v in spec.values())
     if isinstance(spec, list):
+        if spec and all(type(v) is int for v in spec):
+            return math.prod(abs(v) for v in spec)
         return sum(elements(v) for v in spec)
     return 0
 
@@ -176,36 +200,48 @@ def decode_call(spec: dict[str, Any], device: str, seed: int) -> tuple[Any, Any]
     )
 
 
+_INT_BOUND = 1 << 62  # random integers are drawn inside int64 (hi + 1 must fit)
+
+
 def _build(a: dict[str, Any], device: str, gen: Any) -> tuple[Any, Any]:
     import torch
 
     dtype = getattr(torch, str(a["T"]))
     shape = [int(s) for s in a["shape"]]
     n = math.prod(shape)
+    stride = [int(s) for s in a["stride"]] if "stride" in a else None
+    if stride is None and "offset" not in a and "storage" not in a:
+        host = _values(a, dtype, shape, gen)
+        return host, host.to(device) if a.get("dev") else host.clone()
+    # a view into a storage: the same storage on both sides, viewed with the
+    # recorded strides and offset (an expanded tensor has stride 0: it can only be
+    # viewed); kept values are written through the view in logical order
+    if stride is None:
+        stride = list(torch.empty(shape).stride()) if n else [1] * len(shape)
+    offset = int(a.get("offset", 0))
+    size = max(offset + _extent(shape, stride), int(a.get("storage", 0)))
+    base = _values({k: v for k, v in a.items() if k != "v"}, dtype, [size], gen)
+    view = base.as_strided(shape, stride, offset)
+    overlaps = any(st == 0 and sz > 1 for sz, st in zip(shape, stride, strict=True))
+    if "v" in a and not overlaps:
+        view.copy_(_values(a, dtype, shape, gen))
+    on = base.to(device) if a.get("dev") else base.clone()
+    return view, on.as_strided(shape, stride, offset)
+
+
+def _values(a: dict[str, Any], dtype: Any, shape: list[int], gen: Any) -> Any:
+    """A CPU tensor of ``shape``: the kept values, or seeded random ones."""
+    import torch
+
     if "v" in a:
         vals = [float(x) if isinstance(x, str) else x for x in a["v"]]
-        host = torch.tensor(vals, dtype=dtype).reshape(shape)
-    elif dtype is torch.bool:
-        host = torch.randint(0, 2, shape, generator=gen).bool()
-    elif dtype.is_floating_point:
-        host = torch.randn(shape, generator=gen).to(dtype)
-    elif dtype.is_complex:
-        host = torch.randn(shape, generator=gen, dtype=torch.complex64).to(dtype)
-    else:
-        lo = int(a.get("lo", 0))
-        hi = int(a.get("hi", 4))
-        host = torch.randint(lo, hi + 1, shape, generator=gen).to(dtype)
-    if "stride" in a and n:
-        # the same storage on both sides, viewed with the recorded strides (an
-        # expanded tensor has stride 0: it cannot be copied into, only viewed)
-        stride = [int(s) for s in a["stride"]]
-        size = 1 + sum((s - 1) * abs(st) for s, st in zip(shape, stride, strict=True))
-        flat = host.reshape(-1)
-        base = flat.repeat(-(-size // n))[:size] if n else flat
-        view = base.as_strided(shape, stride)
-        if not a.get("dev"):
-            return view, base.clone().as_strided(shape, stride)
-        return view, base.to(device).as_strided(shape, stride)
-    if not a.get("dev"):
-        return host, host.clone()
-    return host, host.to(device)
+        return torch.tensor(vals, dtype=dtype).reshape(shape)
+    if dtype is torch.bool:
+        return torch.randint(0, 2, shape, generator=gen).bool()
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=gen).to(dtype)
+    if dtype.is_complex:
+        return torch.randn(shape, generator=gen, dtype=torch.complex64).to(dtype)
+    lo = max(-_INT_BOUND, min(_INT_BOUND, int(a.get("lo", 0))))
+    hi = max(lo, min(_INT_BOUND, int(a.get("hi", 4))))
+    return torch.randint(lo, hi + 1, shape, generator=gen).to(dtype)

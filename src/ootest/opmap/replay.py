@@ -104,6 +104,23 @@ def signature_of(call: str) -> str:
     return ",".join(sorted(found))
 
 
+def new_replay(device: str, examples: int, timeout: float) -> Replay:
+    """An empty replay with its header (``complete`` turns true when every call is in)."""
+    from ootest.version import ootest_version
+
+    return Replay(
+        {
+            "kind": "replay",
+            "device": device,
+            "ootest_version": ootest_version(),
+            "examples": examples,
+            "timeout": timeout,
+            "time": time.time(),
+            "complete": False,
+        }
+    )
+
+
 def replay(
     examples: list[tuple[str, str, str]],
     device: str,
@@ -112,25 +129,21 @@ def replay(
     presume_after: int = 2,
     python: str = sys.executable,
     on_progress: Callable[[int, int], None] | None = None,
+    into: Replay | None = None,
 ) -> Replay:
     """Replay ``examples`` ((key, op, call) each) on ``device`` (Note [Replaying calls]).
     ``presume_after``: crashes (or hangs) of one op and signature after which its
-    other calls are not run (0: run every call)."""
-    from ootest.version import ootest_version
+    other (as large or larger) calls are not run (0: run every call). ``into``:
+    the replay to fill, which keeps what was done when this raises or is
+    interrupted."""
+    from ootest.device.calls import elements
 
     sigs = {k: signature_of(call) for k, _, call in examples}
-    examples = sorted(examples, key=lambda e: (e[1], sigs[e[0]], e[0]))
+    size = {k: _elements(call, elements) for k, _, call in examples}
+    # grouped by op and signature, smallest first: a presumption covers larger calls
+    examples = sorted(examples, key=lambda e: (e[1], sigs[e[0]], size[e[0]], e[0]))
     costly: dict[tuple[str, str, str], int] = {}  # (op, signature, status) -> count
-
-    header: dict[str, Any] = {
-        "kind": "replay",
-        "device": device,
-        "ootest_version": ootest_version(),
-        "examples": len(examples),
-        "timeout": timeout,
-        "time": time.time(),
-    }
-    rep = Replay(header)
+    rep = into if into is not None else new_replay(device, len(examples), timeout)
     with tempfile.TemporaryDirectory(prefix="ootest-replay-") as tmp:
         todo = Path(tmp) / "todo.jsonl"
         todo.write_text(
@@ -139,13 +152,29 @@ def replay(
             ),
             encoding="utf-8",
         )
-        start, attempt = 0, 0
+        start, attempt, loaded, failures = 0, 0, False, 0
         while start < len(examples):
             attempt += 1
             out, err = Path(tmp) / f"out{attempt}.jsonl", Path(tmp) / f"err{attempt}.txt"
-            start = _one_worker(
-                rep, examples, device, python, todo, out, err, start, timeout, on_progress
-            )
+            was, hello = start, False
+            try:
+                start, hello = _one_worker(
+                    rep, examples, device, python, todo, out, err, start, timeout, on_progress
+                )
+                if start == was:  # it loaded, then ended or stalled before any call
+                    raise _NoStart(
+                        f"ops replay --device {device}: the worker stopped before call "
+                        f"{was + 1} of {len(examples)} without running it; its output: "
+                        f"{_tail(err)}"
+                    )
+            except _NoStart as e:
+                # a device that loaded before may be busy a while after a crash
+                failures += 1
+                if not (loaded or hello) or failures > len(RESTART_WAITS):
+                    raise UserError(str(e)) from None
+                time.sleep(RESTART_WAITS[failures - 1])
+                continue
+            loaded, failures = loaded or hello, 0
             if start == 0 or start > len(examples):
                 continue
             key, op, _ = examples[start - 1]
@@ -161,11 +190,27 @@ def replay(
                 verb = "crashed" if status == "crashed" else "hung"
                 _put(rep, examples, start, {"status": status, "presumed": True,
                      "detail": f"not run: {n} calls of {op} with {sig or 'no dtypes'} "
-                     f"{verb} before it"})  # fmt: skip
+                     f"{verb} before it, none larger than it"})  # fmt: skip
                 start += 1
                 if on_progress is not None:
                     on_progress(len(rep.results), len(examples))
+    rep.header["complete"] = len(rep.results) == len(examples)
     return rep
+
+
+RESTART_WAITS = (2.0, 5.0, 10.0)  # seconds before trying again to load the backend
+EXIT_GRACE = 5.0  # seconds a worker whose calls are all done may take to exit
+
+
+class _NoStart(Exception):
+    """The worker stopped before it began any call."""
+
+
+def _elements(call: str, count: Callable[[Any], int]) -> int:
+    try:
+        return count(json.loads(call))
+    except (ValueError, RecursionError, TypeError):
+        return 0
 
 
 def _one_worker(
@@ -179,8 +224,11 @@ def _one_worker(
     start: int,
     timeout: float,
     on_progress: Callable[[int, int], None] | None,
-) -> int:
-    """Run one worker from ``start`` until it ends, dies or hangs; the next start."""
+) -> tuple[int, bool]:
+    """Run one worker from ``start`` until it ends, dies or hangs: the next start, and
+    whether it loaded the backend. Markers: ``hello`` (loaded), ``begin`` (rebuilding
+    the call and running it on the CPU), ``device`` (running it on the device: the
+    timeout counts from here), the result."""
     out.touch()
     cmd = [python, "-m", "ootest.device.replay_worker", device, str(todo), str(out), str(start)]
     with open(err, "wb") as errf:
@@ -188,53 +236,74 @@ def _one_worker(
             cmd, stdin=subprocess.DEVNULL, stdout=errf, stderr=errf, start_new_session=True
         )
     began: tuple[int, float] | None = None
+    on_device: float | None = None
+    cpu_limit = max(60.0, 6 * timeout)
     hello_by = time.monotonic() + STARTUP_LIMIT
     hello = False
     nxt = start
     pos = 0
+    last = time.monotonic()  # the last line seen
     try:
         while True:
+            rc = proc.poll()  # before reading: what it wrote before it ended is read below
             with open(out, "rb") as f:
                 f.seek(pos)
                 chunk = f.read()
             cut = chunk.rfind(b"\n") + 1
             pos += cut
+            now = time.monotonic()
             for line in chunk[:cut].splitlines():
                 rec = json.loads(line)
+                last = now
                 if "hello" in rec:
                     hello = True
                     rep.header.setdefault("torch_version", rec["hello"])
                 elif "begin" in rec:
-                    began = (int(rec["begin"]), time.monotonic())
+                    began, on_device = (int(rec["begin"]), now), None
+                elif "device" in rec:
+                    on_device = now
                 else:
                     i = int(rec.pop("i"))
                     _put(rep, examples, i, rec)
-                    began, nxt = None, i + 1
+                    began, on_device, nxt = None, None, i + 1
                     if on_progress is not None:
                         on_progress(len(rep.results), len(examples))
-            rc = proc.poll()
             if rc is not None and cut == 0:
                 if began is not None:
-                    _put(rep, examples, began[0], {"status": "crashed",
-                         "detail": f"the process died: {_signal_name(rc)}"})  # fmt: skip
-                    return began[0] + 1
-                if nxt < len(examples):
-                    raise UserError(_startup_failure(device, rc, err, hello))
-                return nxt
-            now = time.monotonic()
-            if began is not None and now - began[1] > timeout:
+                    why = _signal_name(rc)
+                    if on_device is not None:
+                        res = {"status": "crashed", "detail": f"the process died: {why}"}
+                    else:  # in the CPU reference or in rebuilding the call
+                        res = {"status": "unusable", "detail": f"the CPU reference died: {why}"}
+                    _put(rep, examples, began[0], res)
+                    return began[0] + 1, hello
+                if nxt < len(examples) and not hello:
+                    raise _NoStart(_startup_failure(device, rc, err))
+                return nxt, hello  # ended between calls: a new worker goes on
+            if cut:
+                continue
+            if began is not None and on_device is not None and now - on_device > timeout:
                 _kill(proc)
                 _put(rep, examples, began[0], {"status": "timeout",
                      "detail": f"no return within {timeout:g} s"})  # fmt: skip
-                return began[0] + 1
+                return began[0] + 1, hello
+            if began is not None and on_device is None and now - began[1] > cpu_limit:
+                _kill(proc)
+                _put(rep, examples, began[0], {"status": "unusable",
+                     "detail": f"the CPU reference took over {cpu_limit:g} s"})  # fmt: skip
+                return began[0] + 1, hello
+            if hello and began is None:
+                idle = EXIT_GRACE if nxt >= len(examples) else timeout
+                if now - last > idle:  # stuck between calls, or in its exit
+                    _kill(proc)
+                    return nxt, hello
             if not hello and now > hello_by:
                 _kill(proc)
                 raise UserError(
                     f"ops replay --device {device}: the worker did not load the backend within "
                     f"{STARTUP_LIMIT:g} s; its output: {_tail(err)}"
                 )
-            if rc is None and cut == 0:
-                time.sleep(0.02)
+            time.sleep(0.02)
     finally:
         if proc.poll() is None:
             _kill(proc)
@@ -261,12 +330,7 @@ def _tail(err: Path, n: int = 600) -> str:
     return repr(text[-n:]) if text else "(none)"
 
 
-def _startup_failure(device: str, rc: int, err: Path, hello: bool) -> str:
-    if hello:
-        return (
-            f"ops replay --device {device}: the worker stopped ({_signal_name(rc)}) between "
-            f"calls; its output: {_tail(err)}"
-        )
+def _startup_failure(device: str, rc: int, err: Path) -> str:
     return (
         f"ops replay --device {device}: the backend did not load ({_signal_name(rc)}); "
         f"its output: {_tail(err)}. Check that `ootest run --device {device}` works here"

@@ -48,6 +48,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
+import re
 import sqlite3
 import sys
 import time
@@ -303,9 +304,12 @@ class OpStore:
             raise UserError(f"{p}: expected an op map index file; found a folder")
         # a file (or folder) this process may not write is read as it is: an older
         # schema is completed in memory instead of upgraded in place
-        readonly = not create and not (os.access(p, os.W_OK) and os.access(p.parent, os.W_OK))
+        folder = os.access(p.parent, os.W_OK)
+        readonly = not create and not (os.access(p, os.W_OK) and folder)
         if readonly:
-            uri = f"{p.resolve().as_uri()}?mode=ro"
+            # in a folder it may not write, SQLite cannot make a WAL index's side
+            # files: read the file as it is (nothing can change it under us)
+            uri = f"{p.resolve().as_uri()}?mode=ro" + ("" if folder else "&immutable=1")
             conn = sqlite3.connect(uri, uri=True, isolation_level=None)
         else:
             conn = sqlite3.connect(p, isolation_level=None)
@@ -347,8 +351,10 @@ class OpStore:
         row = c.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         found = row[0] if row else "none"
         if found in ("1", "2") and self.readonly:  # the missing tables, empty, in memory
+            have = {str(r[0]) for r in c.execute("SELECT name FROM sqlite_master")}
             for stmt in (_SIG_SCHEMA + _EXAMPLE_SCHEMA).split(";"):
-                if stmt.strip():
+                m = re.search(r"CREATE TABLE IF NOT EXISTS (\w+)", stmt)
+                if m is not None and m[1] not in have:  # a temp table would hide a real one
                     c.execute(stmt.replace("CREATE TABLE", "CREATE TEMP TABLE"))
             found = str(SCHEMA_VERSION)
         if found in ("1", "2"):  # upgraded in place: nothing to rewrite, tables to add
