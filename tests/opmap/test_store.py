@@ -344,15 +344,26 @@ def test_reingesting_signatures_changes_nothing(make_index: Any, tmp_path: Path)
         assert s.connection.execute("SELECT count(*) FROM call_sig").fetchone() == (3,)
 
 
+#: the tables each schema added (Note [Op map schema] and after)
+_ADDED = {2: ("call_sig", "sig"), 3: ("call_example", "example")}
+
+
+def _downgrade(db: Path, schema: int) -> None:
+    """Make ``db`` an index of an older ``schema``: the later tables dropped."""
+    c = sqlite3.connect(db)
+    for version, tables in _ADDED.items():
+        if version > schema:
+            for t in tables:
+                c.execute(f"DROP TABLE {t}")
+    c.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(schema),))
+    c.commit()
+    c.close()
+
+
 def test_a_schema_1_index_is_upgraded_in_place(make_index: Any) -> None:
     db = make_index(SUITE)
     before = dump(db)
-    c = sqlite3.connect(db)
-    c.execute("DROP TABLE call_sig")
-    c.execute("DROP TABLE sig")
-    c.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
-    c.commit()
-    c.close()
+    _downgrade(db, 1)
     with OpStore.open(db) as s:
         assert s.call_dtypes() == {}  # nothing recorded yet: selection falls back
         assert s.connection.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (
@@ -429,12 +440,7 @@ def test_merge_keeps_call_examples(make_index: Any) -> None:
 
 def test_a_schema_2_index_is_upgraded_in_place(make_index: Any) -> None:
     db = make_index(SIGNED)
-    c = sqlite3.connect(db)
-    c.execute("DROP TABLE call_example")
-    c.execute("DROP TABLE example")
-    c.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
-    c.commit()
-    c.close()
+    _downgrade(db, 2)
     with OpStore.open(db) as s:
         assert s.examples() == [] and s.example_keys() == {}
         assert s.call_dtypes()[INT_MM]  # what schema 2 held is still there
@@ -449,13 +455,8 @@ def test_an_old_index_this_process_may_not_write_is_read_as_it_is(
     import os
 
     db = make_index(SUITE)
+    _downgrade(db, 1)
     c = sqlite3.connect(db)
-    c.execute("DROP TABLE call_example")
-    c.execute("DROP TABLE example")
-    c.execute("DROP TABLE call_sig")
-    c.execute("DROP TABLE sig")
-    c.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
-    c.commit()
     c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     c.close()
     before = hashlib.sha256(db.read_bytes()).hexdigest()
@@ -469,12 +470,7 @@ def test_an_old_index_this_process_may_not_write_is_read_as_it_is(
     monkeypatch.undo()
     # a schema 2 index keeps what it has (a temp table would hide the real one)
     db2 = make_index(SIGNED, "two.db")
-    c = sqlite3.connect(db2)
-    c.execute("DROP TABLE call_example")
-    c.execute("DROP TABLE example")
-    c.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
-    c.commit()
-    c.close()
+    _downgrade(db2, 2)
     monkeypatch.setattr(os, "access", lambda path, mode: mode != os.W_OK)
     with OpStore.open(db2) as s:
         assert s.readonly and s.call_dtypes()[INT_MM] and s.examples() == []
