@@ -650,6 +650,7 @@ def test_a_new_replay_re_decides_the_variants_whose_calls_it_judges_otherwise(
     from ootest.device.calls import example_key
     from ootest.opmap.replay import Replay, write_replay
     from ootest.opmap.store import OpStore
+    from ootest.select.writer import file_digest
 
     beta = "test/test_beta.py::TestBeta::test_add[dtype=float32]"
     call = '{"args":[{"T":"float32","dev":true,"shape":[300]}],"kwargs":{}}'
@@ -688,10 +689,13 @@ def test_a_new_replay_re_decides_the_variants_whose_calls_it_judges_otherwise(
     assert moved["changed"] == ["replay"]
     assert moved["decision"]["reason"] == "replay_failed:aten::add.Tensor"
     assert new == {v: x for v, x in rows.items() if v != beta}  # the rest byte-identical
-    assert "+# replayed calls sha256:" not in diff  # decided without a replay: no such line
+    # decided without a replay, the config gains the line that names this one
+    assert f"+# replayed calls {file_digest(work / 'r1.jsonl')}\n" in diff
+    assert f"# replayed calls {file_digest(work / 'r1.jsonl')}\n" in (work / "b.yaml").read_text()
+    rc, _, err = cli(capsys, *since, *SELECT, "--replay", "r1.jsonl", "--config", "b.yaml")
+    assert rc == 0, err
+    assert "evaluated 0 of" in err  # named: not read again
     # a config whose header names this replay was decided with it: it is not read again
-    from ootest.select.writer import file_digest
-
     text = (work / "suite.yaml").read_text()
     named = text.replace("# decisions:", f"# replayed calls {file_digest(work / 'r1.jsonl')}\n"
                          "# decisions:", 1)  # fmt: skip

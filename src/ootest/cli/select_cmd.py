@@ -490,6 +490,9 @@ def run_since(args: argparse.Namespace) -> int:
     hashing.shutdown(wait=False)
     model: list[str] = []  # the judge's, once it was asked
 
+    # a config decided without a replay gains the line that names it
+    named = args.replay is None or _header_has(args.config, "# " + REPLAY_LINE)
+
     def provenance(line: str) -> str:
         import re
 
@@ -501,6 +504,8 @@ def run_since(args: argparse.Namespace) -> int:
                 line = re.sub(r"; op map \S+;", f"; op map {digests[1].result()};", line)
             if model:
                 line = re.sub(r"; model: .*$", f"; model: {model[0]}", line)
+            if not named:
+                line += f"\n# {REPLAY_LINE}{digests[2].result()}"
         return line
 
     judge = None
@@ -519,6 +524,21 @@ def run_since(args: argparse.Namespace) -> int:
     check_output(out, "--out")
     o = upgrade(args.since, args.config, out, sources, support, scope, provenance, judge)
     return _report(o)
+
+
+def _header_has(config: Path, prefix: str) -> bool:
+    """Whether a line of the config's header (the comments above
+    ``test_suite_config:``) starts with ``prefix``."""
+    try:
+        with open(config, encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("test_suite_config:"):
+                    return False
+                if line.startswith(prefix):
+                    return True
+    except OSError:
+        return False  # the upgrade itself says what is wrong with the file
+    return False
 
 
 def _report(o: Any) -> int:

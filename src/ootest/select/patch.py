@@ -86,14 +86,16 @@ class Patched:
     unplaceable: list[str]  # files configured by a glob path: decide by hand
 
     def header(self, edit: Callable[[str], str]) -> None:
-        """Pass each comment line above ``test_suite_config:`` through ``edit``."""
+        """Pass each comment line above ``test_suite_config:`` through ``edit``; lines
+        after a newline in what it returns are inserted after that line."""
         for i, line in enumerate(self.edits.lines):
             if _TOP.match(line):
                 break
             if line.startswith("#"):
-                new = edit(line)
+                new, *more = edit(line).split("\n")
                 if new != line:
                     self.edits.repl[i] = new
+                self.edits.after[i].extend(more)
 
     @property
     def text(self) -> str:
