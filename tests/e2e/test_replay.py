@@ -109,6 +109,12 @@ def test_replay_finds_each_fault_and_selection_uses_it(tmp_path: Path) -> None:
     assert "# replayed calls " in text
     assert "replayed call of aten::abs.out crashed: the process died: SIGSEGV" in text
 
+    # a replay of another device is refused before any work
+    r = ootest("select", "run", *common[:-1], "emu:young", "--replay", str(out), "--out",
+               str(tmp_path / "x.yaml"), cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 2 and "replayed on emu:faulty, but --device is emu:young" in r.stderr
+    assert not (tmp_path / "x.yaml").exists()
+
     # without the replay the same evidence says: every op declared
     r = ootest("select", "run", *common, "--out", str(tmp_path / "static.yaml"), cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -184,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_output(args.out, "--out")
     judging = _judging(args)  # its settings are checked before any work
+    _check_replay(args)
     support = _support(args)
     scope, areas, notes = _scope(args.scope)
     cands = _candidates(args)
@@ -478,6 +479,7 @@ def run_since(args: argparse.Namespace) -> int:
             "(the memory to compare with, and the config to update)"
         )
     judging = _judging(args)
+    _check_replay(args)
     support = _support(args)
     scope, _areas, notes = _scope(args.scope)
     sources = Sources(args.memory, args.ops, args.reference, args.results, args.replay)
@@ -524,6 +526,21 @@ def run_since(args: argparse.Namespace) -> int:
     check_output(out, "--out")
     o = upgrade(args.since, args.config, out, sources, support, scope, provenance, judge)
     return _report(o)
+
+
+def _check_replay(args: argparse.Namespace) -> None:
+    """A replay made on another device than ``--device`` says so before any work."""
+    if args.replay is None or not args.device:
+        return
+    from ootest.opmap.replay import read_replay
+
+    on = read_replay(args.replay).header.get("device")
+    if on is not None and str(on) != args.device:
+        raise UserError(
+            f"--replay {args.replay}: replayed on {on}, but --device is {args.device}; "
+            f"replay on it (`ootest ops replay --device {args.device} ...`) or pass the "
+            "device the replay ran on"
+        )
 
 
 def _header_has(config: Path, prefix: str) -> bool:
