@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -71,14 +72,23 @@ def _stream(path: Path) -> tuple[dict[str, dict[str, int]], dict[str, Any], list
     return ops, stops, recs
 
 
-def test_capture_records_device_ops_stops_and_crashes(tmp_path: Path) -> None:
-    (tmp_path / "test_cap.py").write_text(UPSTREAM)
-    cap = tmp_path / "ops.jsonl"
+def _capture(
+    tmp: Path, name: str, text: str, device: str, *extra: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``text`` written as ``name`` and run under the op capture on ``device``: the
+    pytest process and the capture stream."""
+    (tmp / name).write_text(text)
+    cap = tmp / "ops.jsonl"
     r = run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_cap.py", "-q",
-         "--ootest-device", "emu:young", "--ootest-ops-capture", str(cap)],
-        cwd=tmp_path,
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", name, "-q", *extra,
+         "--ootest-device", device, "--ootest-ops-capture", str(cap)],
+        cwd=tmp,
     )  # fmt: skip
+    return r, cap
+
+
+def test_capture_records_device_ops_stops_and_crashes(tmp_path: Path) -> None:
+    r, cap = _capture(tmp_path, "test_cap.py", UPSTREAM, "emu:young")
     assert r.returncode < 0, r.stdout[-3000:] + r.stderr[-3000:]  # died in test_segfault
     ops, stops, recs = _stream(cap)
     V = f"{tmp_path.name}/test_cap.py::TestCap::"  # no root, no git, no config: folder/file
@@ -119,13 +129,7 @@ def test_capture_records_device_ops_stops_and_crashes(tmp_path: Path) -> None:
 
 
 def test_compiled_graphs_are_recorded_as_compiled(tmp_path: Path) -> None:
-    (tmp_path / "test_cap.py").write_text(UPSTREAM)
-    cap = tmp_path / "ops.jsonl"
-    r = run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_cap.py", "-q",
-         "-k", "compiled", "--ootest-device", "emu:full", "--ootest-ops-capture", str(cap)],
-        cwd=tmp_path,
-    )  # fmt: skip
+    r, cap = _capture(tmp_path, "test_cap.py", UPSTREAM, "emu:full", "-k", "compiled")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "torch.ops.aten" not in r.stdout + r.stderr  # the graphs are read, not printed
     _, stops, recs = _stream(cap)
@@ -212,13 +216,7 @@ instantiate_device_type_tests(TestMod, globals())
 def test_composite_kernels_that_dispatch_their_own_op_are_followed_once(tmp_path: Path) -> None:
     # detach's composite kernel dispatches detach again: following it under the
     # recorder used to recurse until RecursionError (the test failed, 0 ops recorded)
-    (tmp_path / "test_mod.py").write_text(MODULE_FILE)
-    cap = tmp_path / "ops.jsonl"
-    r = run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_mod.py", "-q",
-         "--ootest-device", "emu:full", "--ootest-ops-capture", str(cap)],
-        cwd=tmp_path,
-    )  # fmt: skip
+    r, cap = _capture(tmp_path, "test_mod.py", MODULE_FILE, "emu:full")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     ops, stops, _ = _stream(cap)
     v = f"{tmp_path.name}/test_mod.py::TestMod::test_linear"
@@ -247,13 +245,7 @@ instantiate_device_type_tests(TestProm, globals())
 
 def test_capture_records_the_dtypes_each_call_saw(tmp_path: Path) -> None:
     # Note [Call dtypes]: the int64 mm of a float32-parametrized test is recorded as int64
-    (tmp_path / "test_prom.py").write_text(PROMOTION_FILE)
-    cap = tmp_path / "ops.jsonl"
-    r = run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_prom.py", "-q",
-         "--ootest-device", "emu:full", "--ootest-ops-capture", str(cap)],
-        cwd=tmp_path,
-    )  # fmt: skip
+    r, cap = _capture(tmp_path, "test_prom.py", PROMOTION_FILE, "emu:full")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     ops, stops, recs = _stream(cap)
     (vid,) = stops

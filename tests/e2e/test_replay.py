@@ -137,3 +137,72 @@ def test_replay_without_examples_or_device_says_how_to_fix(tmp_path: Path) -> No
     r = ootest("ops", "replay", "--db", str(db), "--device", "emu:nosuch", "--out",
                str(tmp_path / "r.jsonl"), cwd=tmp_path)  # fmt: skip
     assert r.returncode != 0 and "Traceback" not in r.stderr
+
+
+HANG = """
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestHang(TestCase):
+    def test_add(self, device):
+        torch.ones(3, device=device) + 1
+
+    def test_sub(self, device):  # faulty: float sub never returns
+        torch.ones(3, device=device) - 1
+
+
+instantiate_device_type_tests(TestHang, globals())
+"""
+
+
+def test_a_stopped_replay_keeps_what_it_did_and_stops_its_worker(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import time
+
+    from tests.conftest import spawn_ootest
+
+    (tmp_path / "test_hang.py").write_text(HANG)
+    db, out = tmp_path / "ops.db", tmp_path / "replay.jsonl"
+    r = ootest("ops", "capture", "test_hang.py", "--device", "emu:full", "--db", str(db), "-q",
+               cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    proc = spawn_ootest("ops", "replay", "--db", str(db), "--device", "emu:faulty", "--out",
+                        str(out), "--timeout", "120", "-q", cwd=tmp_path)  # fmt: skip
+
+    def workers() -> set[int]:
+        """This replay's worker processes (its children running the worker)."""
+        ps = subprocess.run(["ps", "-eo", "pid=,ppid=,args="], capture_output=True, text=True)
+        return {
+            int(pid)
+            for pid, ppid, args in (x.split(None, 2) for x in ps.stdout.splitlines())
+            if int(ppid) == proc.pid and "replay_worker" in args
+        }
+
+    def alive(pids: set[int]) -> set[int]:
+        return {p for p in pids if Path(f"/proc/{p}").exists()}
+
+    try:
+        end = time.time() + 60
+        while not workers() and time.time() < end:
+            time.sleep(0.1)
+        time.sleep(8)  # loaded, the add replayed, the sub hanging (its timeout is 120 s)
+        mine = workers()
+        assert mine
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "calls replayed, kept in" in err and "marked incomplete" in err
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert lines[0]["complete"] is False
+    assert {r["op"] for r in lines[1:]} >= {"aten::add.Tensor"}
+    assert all(r["op"] != "aten::sub.Tensor" for r in lines[1:])  # it never returned
+    end = time.time() + 10
+    while alive(mine) and time.time() < end:
+        time.sleep(0.1)
+    assert not alive(mine), "the worker outlived the replay"

@@ -503,20 +503,24 @@ def replay(args: argparse.Namespace) -> int:
         )
     con = _console()
     con.print(f"replaying {len(examples)} recorded calls on {_esc(args.device)} against the CPU")
-    import signal
-
     from rich.progress import Progress
 
-    from ootest.cli.run_cmd import _raise_interrupt
+    from ootest.cli.interrupt import term_as_interrupt
 
     rep = new_replay(args.device, len(examples), args.timeout)
     rep.header["op_map"] = str(args.db)
+
+    def kept() -> str:
+        return (
+            f"{len(rep.results)} of {len(examples)} calls replayed, kept in {args.out} "
+            "(marked incomplete; run the replay again to finish)"
+        )
+
     try:  # SIGTERM (a cancelled CI job) stops the worker like Ctrl-C
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    except ValueError:  # not the main thread
-        previous = None
-    try:
-        with Progress(console=con, transient=True, disable=args.quiet) as bar:
+        with (
+            term_as_interrupt(kept),
+            Progress(console=con, transient=True, disable=args.quiet) as bar,
+        ):
             task = bar.add_task("calls", total=len(examples))
             replay(
                 examples,
@@ -526,14 +530,7 @@ def replay(args: argparse.Namespace) -> int:
                 on_progress=lambda done, _: bar.update(task, completed=done),
                 into=rep,
             )
-    except KeyboardInterrupt:
-        raise KeyboardInterrupt(
-            f"{len(rep.results)} of {len(examples)} calls replayed, kept in {args.out} "
-            "(marked incomplete; run the replay again to finish)"
-        ) from None
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
         write_replay(args.out, rep)  # what was done is kept, whatever stopped it
     counts = rep.counts()
     presumed = sum(1 for r in rep.results.values() if r.get("presumed"))

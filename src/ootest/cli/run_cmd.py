@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         sup.fork_note = f"device {device!r} is not declared fork-safe (--fork on declares it)"
     with (
         _Progress(enabled=log is not None and not args.quiet) as progress,
-        _Interrupt(args, results),
+        _interrupt(args, results),
     ):
         sup.on_progress = progress.update
         sup.on_line = progress.say
@@ -352,7 +352,7 @@ def _verdict(
     return EXIT_OK
 
 
-class _Interrupt:
+def _interrupt(args: argparse.Namespace, results: Path) -> Any:
     """Note [Interrupted runs]: Ctrl-C and SIGTERM (a CI job cancelled, ``timeout``,
     ``kill``) during the supervised part of a run. SIGTERM used to end the runner
     silently (exit -15) and Ctrl-C said only "interrupted"; neither said that the
@@ -362,30 +362,9 @@ class _Interrupt:
     and the CLI prints one line: how many results were kept, where, and the exact
     ``ootest run ... --resume PATH`` that continues the run (exit 130)."""
 
-    def __init__(self, args: argparse.Namespace, results: Path) -> None:
-        self.args, self.results = args, results
-        self.previous: Any = None
+    from ootest.cli.interrupt import term_as_interrupt
 
-    def __enter__(self) -> _Interrupt:
-        import signal
-
-        try:
-            self.previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-        except ValueError:  # not the main thread: leave SIGTERM alone
-            self.previous = None
-        return self
-
-    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        import signal
-
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)
-        if isinstance(exc, KeyboardInterrupt):
-            raise KeyboardInterrupt(_resume_hint(self.args, self.results)) from None
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    return term_as_interrupt(lambda: _resume_hint(args, results))
 
 
 def _resume_hint(args: argparse.Namespace, results: Path) -> str:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from ootest.errors import UserError
-from ootest.select.writer import REPLAY_LINE
 from ootest.timeout import check_timeout
 
 
@@ -146,6 +145,7 @@ def _digest(path: Path | None) -> str:
 def _header(
     args: argparse.Namespace, support: Any, counts: Counter[str], model: str = "none"
 ) -> list[str]:
+    from ootest.select.writer import REPLAY_LINE
     from ootest.version import ootest_version
 
     summary = ", ".join(f"{n} {m}" for m, n in sorted(counts.items()))
@@ -493,6 +493,8 @@ def run_since(args: argparse.Namespace) -> int:
     model: list[str] = []  # the judge's, once it was asked
 
     # a config decided without a replay gains the line that names it
+    from ootest.select.writer import REPLAY_LINE
+
     named = args.replay is None or _header_has(args.config, "# " + REPLAY_LINE)
 
     def provenance(line: str) -> str:
