@@ -10,6 +10,9 @@ failed. Measured, best of --repeat, process time:
   replay        ``select.gather.replay_faults``: per variant, its misbehaving
                 calls and the ops all of whose calls replayed ok (what
                 ``select run --replay`` adds to a full run)
+  baseline      ``select.gather._op_map`` on the same index: the op evidence
+                every ``select run --ops`` reads; the replay's cost is printed
+                as a ratio to it
 
 No torch, no device: the replay itself (running the calls) is measured by
 ``select_quality.py``. Not a test.
@@ -33,7 +36,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from ootest.device.calls import example_key  # noqa: E402
 from ootest.opmap.replay import Replay, write_replay  # noqa: E402
 from ootest.opmap.store import OpStore  # noqa: E402
-from ootest.select.gather import replay_faults  # noqa: E402
+from ootest.select.gather import _op_map, replay_faults  # noqa: E402
 
 
 def main() -> int:
@@ -79,8 +82,11 @@ def main() -> int:
             status = "failed" if i % 50 == 0 else "ok"
             rep.results[key] = {"kind": "call", "key": key, "op": op, "status": status}
         write_replay(out, rep)
-        keys_s, replay_s = [], []
+        keys_s, replay_s, base_s = [], [], []
         for _ in range(args.repeat):
+            t = time.process_time()
+            _op_map(db)
+            base_s.append(time.process_time() - t)
             t = time.process_time()
             with OpStore.open(db) as store:
                 keys = store.example_keys()
@@ -96,6 +102,10 @@ def main() -> int:
     print(
         f"replay_faults: best {min(replay_s):.2f} s CPU ({len(faults):,} variants with a "
         f"misbehaving call, {len(worked):,} with ops replayed ok)"
+    )
+    print(
+        f"baseline, the op evidence of a full select run (_op_map): best {min(base_s):.2f} s "
+        f"CPU; replay / baseline {min(replay_s) / min(base_s):.2f}"
     )
     return 0
 
