@@ -221,19 +221,25 @@ def _controller(config: pytest.Config) -> bool:
 _OWN_CACHE = pytest.StashKey[str]()
 
 
+# Compiled artifacts keyed by their sources, shared with the user's cache.
+_SHARED_CACHES = ("emu", "test-backends")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Tests write only into temporary folders: ootest's caches (plans, configs, judge
     answers) go to one made for this run, which the workers inherit. Only the emu
-    build is shared with the user's cache (a link): it is a compiled artifact keyed
-    by its sources, and rebuilding it per run would cost minutes."""
+    build and the installed test backends are shared with the user's cache (links):
+    they are compiled artifacts keyed by their sources, and rebuilding them per run
+    would cost minutes."""
     if not _controller(config) or os.environ.get("OOTEST_CACHE_DIR"):
         return
     from ootest.cache import cache_dir
 
-    real_emu = cache_dir() / "emu"
-    real_emu.mkdir(parents=True, exist_ok=True)
     own = tempfile.mkdtemp(prefix="ootest-tests-cache-")
-    os.symlink(real_emu, os.path.join(own, "emu"))
+    for name in _SHARED_CACHES:
+        real = cache_dir() / name
+        real.mkdir(parents=True, exist_ok=True)
+        os.symlink(real, os.path.join(own, name))
     os.environ["OOTEST_CACHE_DIR"] = own
     config.stash[_OWN_CACHE] = own
 
@@ -242,8 +248,21 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     own = config.stash.get(_OWN_CACHE, None)
     if own is not None:
         os.environ.pop("OOTEST_CACHE_DIR", None)
-        os.unlink(os.path.join(own, "emu"))
+        for name in _SHARED_CACHES:
+            os.unlink(os.path.join(own, name))
         shutil.rmtree(own, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def tinydev_env() -> dict[str, str]:
+    """The variables (to lay over ``os.environ``) that give a child process the
+    ``tiny`` test backend: its ``import torch`` autoloads it. Installed and built
+    once per backend source and torch (cached, locked against parallel workers);
+    nothing in this process changes (Note [Test backends stay out of .venv])."""
+    from ootest.cache import cache_dir
+    from tests.backends import TINYDEV, install
+
+    return install(TINYDEV, cache_dir() / "test-backends").env()
 
 
 _BEFORE = pytest.StashKey[dict[str, tuple[int, int]]]()
