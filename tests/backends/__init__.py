@@ -12,9 +12,11 @@ only the tests that want it put that folder on ``PYTHONPATH`` of their children
 The folder is ``<cache>/test-backends/<name>-<key>``, ``<cache>`` being ootest's
 cache folder (tests/conftest.py links ``test-backends`` to the user's, like the
 emu build), the key the digest of the backend's sources, the torch version and
-the Python ABI. It holds the installed distribution and the backend's compiled
-extension (``build/``, built by one ``import torch`` right after the install);
-an ``installed`` file marks it complete. Installs are serialised by an fcntl lock,
+the Python ABI. It holds the installed distribution; the backend's compiled
+extension goes to ``<name>-builds`` next to it (keyed by the backend itself by its
+C++ source and torch build), built by one ``import torch`` right after the
+install, so a Python-only change reinstalls in a second without recompiling. An
+``installed`` file marks a folder complete. Installs are serialised by an fcntl lock,
 so two xdist workers asking at once install once.
 """
 
@@ -73,11 +75,12 @@ class Installed:
     def env(self) -> dict[str, str]:
         """The variables a child process needs (to be laid over ``os.environ``):
         ``PYTHONPATH`` with the backend's folder first (the current value kept
-        after it), and the backend's build cache inside that folder."""
+        after it), and the backend's build cache next to that folder (shared by
+        its installs: the backend keys its builds by its C++ source and torch)."""
         path = [str(self.path), *filter(None, [os.environ.get("PYTHONPATH")])]
         return {
             "PYTHONPATH": os.pathsep.join(path),
-            self.backend.cache_var: str(self.path / "build"),
+            self.backend.cache_var: str(self.path.parent / f"{self.backend.distribution}-builds"),
         }
 
 

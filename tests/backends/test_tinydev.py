@@ -19,7 +19,7 @@ def test_tiny_behaviour(tinydev_env: dict[str, str]) -> None:
     r = run([*cmd, "-p", "no:xdist"], env=tinydev_env)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     summary = r.stdout.strip().splitlines()[-1]
-    assert summary.startswith(("9 passed in", "9 passed, ")), summary
+    assert summary.startswith(("10 passed in", "10 passed, ")), summary
     assert not any(w in summary for w in ("failed", "skipped", "error", "deselected")), summary
 
 

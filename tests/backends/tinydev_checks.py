@@ -123,3 +123,18 @@ def test_emu_cannot_load_next_to_it() -> None:
 
     with pytest.raises(DeviceError, match=r"privateuse1 slot is already taken by backend 'tiny'"):
         emu.load("young")
+
+
+def test_the_out_overload_scan_predicts_what_tiny_serves() -> None:
+    # tests/backends/out_overloads.py asks the dispatcher; what tiny does above agrees
+    from tests.backends.out_overloads import classify
+
+    kind = {f.removeprefix("aten::"): k for k, rows in classify().items() for f, _, _ in rows}
+    served = ["abs", "logical_not", "add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor"]
+    served += ["neg", "sqrt", "sum.dim_IntList"]
+    assert {op: kind[op] for op in served} == {
+        "abs": "explicit",
+        "logical_not": "explicit",
+        **dict.fromkeys(served[2:], "structured"),
+    }
+    assert kind["index_select"] == "none"
