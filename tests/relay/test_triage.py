@@ -635,3 +635,20 @@ def test_plain():
     inp = tr.load_inputs(results, [cpu], device="torch_tiny:tiny")
     got = {vid.rsplit("::", 1)[-1]: (c.category, c.confidence) for vid, c in _calls(inp).items()}
     assert got == {"test_sort": ("backend", "high"), "test_plain": ("unknown", "low")}
+
+
+def test_torchs_repro_line_does_not_name_the_backend(tmp_path: Path) -> None:
+    repro = (
+        "\n\nTo execute this test, run the following from the base repo dir:\n"
+        "    python tests/tiny/test_sort.py TestSortPRIVATEUSE1.test_sort_tiny_float32"
+    )
+    cur = _write(
+        tmp_path / "c.jsonl",
+        [
+            _fail(PLAIN, "AssertionError: boom" + repro),
+            _fail(NAMED, "RuntimeError: tiny: x" + repro),
+        ],
+    )
+    cpu = _write(tmp_path / "cpu.jsonl", [_rec(_cpu(PLAIN), "passed"), _rec(_cpu(NAMED), "passed")])
+    calls = _calls(tr.load_inputs(cur, [cpu], device="torch_tiny:tiny"))
+    assert (calls[PLAIN].category, calls[NAMED].category) == ("unknown", "backend")

@@ -235,17 +235,17 @@ def _frames(report: pytest.TestReport) -> list[str] | None:
         not paths or os.path.abspath(paths[-1]) != os.path.abspath(str(crash.path))
     ):
         paths.append(str(crash.path))  # --tb=native/line: entries without locations
-    return [import_path(p)[:200] for p in paths[-MAX_FRAMES:]] or None
+    roots = [os.path.abspath(entry or os.curdir) for entry in sys.path]
+    return [import_path(p, roots)[:200] for p in paths[-MAX_FRAMES:]] or None
 
 
-def import_path(path: str) -> str:
-    """``path`` relative to the longest ``sys.path`` entry that holds it, with ``/``
-    (``.../site-packages/torch/_ops.py`` -> ``torch/_ops.py``); its base name when
-    none does."""
+def import_path(path: str, roots: list[str]) -> str:
+    """``path`` relative to the longest of ``roots`` (``sys.path``, absolute) that
+    holds it, with ``/`` (``.../site-packages/torch/_ops.py`` -> ``torch/_ops.py``);
+    its base name when none does."""
     real = os.path.abspath(path)
     best = ""
-    for entry in sys.path:
-        root = os.path.abspath(entry or os.curdir)
+    for root in roots:
         if len(root) > len(best) and real.startswith(root.rstrip(os.sep) + os.sep):
             best = root
     return os.path.relpath(real, best).replace(os.sep, "/") if best else os.path.basename(real)

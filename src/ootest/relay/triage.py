@@ -110,6 +110,8 @@ _KEY_PREFIX = re.compile(r"^(?:Autograd|SparseCsr|Sparse|Quantized|NestedTensor)
 #: Frames of torch itself: the plumbing between a test and a backend's kernel.
 _TORCH = "torch/"
 _DOTTED = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+")
+#: What torch's test harness appends to a failure's message (the command that repeats it).
+_REPRO = "To execute this test, run the following"
 _MODULE = re.compile(r"[A-Za-z_]\w{0,99}(?:\.[A-Za-z_]\w{0,99}){0,9}")
 
 
@@ -323,7 +325,9 @@ def classify(vid: str, rec: Record, inp: Inputs) -> Call:
                 "regression",
                 f"passes on the CPU reference and passed on this device before ({shown})",
             )
-        word = inp.backend.named_in(" ".join(str(rec.get("message") or "")[:1000].split()))
+        # the error's own text, not torch's repro line after it (it names files and tests)
+        said = str(rec.get("message") or "")[:1000].split(_REPRO, 1)[0]
+        word = inp.backend.named_in(" ".join(said.split()))
         if word:
             return call(
                 "backend",
