@@ -236,10 +236,10 @@ def _frames(report: pytest.TestReport) -> list[str] | None:
     ):
         paths.append(str(crash.path))  # --tb=native/line: entries without locations
     roots = [os.path.abspath(entry or os.curdir) for entry in sys.path]
-    return [import_path(p, roots)[:200] for p in paths[-MAX_FRAMES:]] or None
+    return [_import_path(p, roots)[:200] for p in paths[-MAX_FRAMES:]] or None
 
 
-def import_path(path: str, roots: list[str]) -> str:
+def _import_path(path: str, roots: list[str]) -> str:
     """``path`` relative to the longest of ``roots`` (``sys.path``, absolute) that
     holds it, with ``/`` (``.../site-packages/torch/_ops.py`` -> ``torch/_ops.py``);
     its base name when none does."""
