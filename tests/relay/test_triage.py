@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
+import unicodedata
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -310,8 +313,27 @@ def test_triage_usage_errors(
     }.items():
         monkeypatch.setenv(k, v)
     cli = ["relay", "report", "--relay-url", "http://127.0.0.1:9", "--triage"]
+    results = _write(tmp_path / "r.jsonl", [_rec(PASSING, "passed")])
+    done = ["--status", "completed", "--conclusion", "failure", "--results", str(results)]
     for extra, message in (
         (["--status", "in_progress"], "--triage: a verdict goes with --status completed only"),
+        (
+            [*done, "--device", "Tiny-1"],
+            "--device: expected NAME, MODULE:NAME or emu[:PROFILE] (NAME: a backend name of "
+            "1-40 lowercase letters or '_', starting with a letter (what torch.device() accepts "
+            "for a privateuse1 backend); MODULE: a dotted Python module); found 'Tiny-1'; pass "
+            "what 'ootest run --device' was given, e.g. torch_spyre:spyre",
+        ),
+        (
+            [*done, "--device", "a b:tiny"],
+            "--device: expected MODULE:NAME with MODULE a dotted Python module; found "
+            "'a b:tiny'; pass what 'ootest run --device' was given, e.g. torch_spyre:spyre",
+        ),
+        (
+            [*done, "--backend-package", "../x"],
+            "--backend-package: expected a dotted Python package name; found '../x'; pass the "
+            "name you import, e.g. torch_tiny or vendor.tiny",
+        ),
         (
             ["--status", "completed", "--conclusion", "failure"],
             "--triage needs --results (the ootest JSONL results of this job)",
@@ -319,3 +341,314 @@ def test_triage_usage_errors(
     ):
         assert main([*cli, *extra]) == 2
         assert capsys.readouterr().err.strip() == f"ootest: error: {message}"
+
+
+# ------------------------------------------------------------ a backend's own failures
+S = "test/test_sort_and_select.py::TestSortAndSelect"
+# torch 2.13's dispatcher error for an op without a kernel, as the recorder keeps it
+# (the exception's text, first 500 characters; checked on emu:young, which registers
+# no aten::sort.values_stable: the 'emu' below is the renamed privateuse1 backend)
+_CNR = (
+    "NotImplementedError: Could not run '{op}' with arguments from the '{key}' backend. "
+    "This could be because the operator doesn't exist for this backend, or was omitted "
+    "during the selective/custom build process (if using custom build). If you are a "
+    "Facebook employee using PyTorch on mobile, please visit https://fburl.com/ptmfixes "
+    "for possible resolutions. '{op}' is only available for these backends: [CPU, Meta, "
+    "BackendSelect, Python, FuncTorchDynamicLayerBackMode, Functionalize, Conjugate, "
+    "Negative, ZeroTensor, ADInplaceOrView, AutogradOther, AutogradCPU, AutogradCUDA, "
+    "AutogradHIP, AutogradXLA"
+)
+
+
+def missing(op: str, key: str = "tiny") -> str:
+    return _CNR.format(op=op, key=key)[:500]
+
+
+MISSING = f"{S}::test_sort_stable[dtype=float32]"  # no kernel: backend, high
+MISSING2 = f"{S}::test_sort_stable[dtype=int64]"  # the same op again
+TOPK = f"{S}::test_topk[dtype=float32]"  # another op
+RAISED = f"{S}::test_sort_layout[dtype=float32]"  # the backend's frame raised it: high
+OWN_EXC = f"{S}::test_sort_empty[dtype=float32]"  # the backend's exception class: high
+NAMED = f"{S}::test_sort_half[dtype=float16]"  # only the text names it: medium
+CPU_TOO = f"{S}::test_msort[dtype=float32]"  # no kernel, but fails on the CPU too: upstream
+UPGRADED = f"{S}::test_sort_new_arg[dtype=float32]"  # the update changed it: upstream
+FLIPS = f"{S}::test_sort_random[dtype=float32]"  # flips between runs: flake
+NO_REF = f"{S}::test_kthvalue[dtype=float32]"  # no CPU result: unknown
+OTHER_KEY = f"{S}::test_sort_to_cpu[dtype=float32]"  # a CPU kernel missing: not the backend's
+PLAIN = f"{S}::test_sort_values[dtype=float32]"  # CPU passes, nothing ties it: unknown
+
+TINY_FRAMES = ["test_sort_and_select.py", "torch/_tensor.py", "torch_tiny/kernels.py"]
+TORCH_FRAMES = ["test_sort_and_select.py", "torch/_tensor.py", "torch/_ops.py"]
+
+
+def _fail(vid: str, message: str, frames: list[str] | None = None) -> dict[str, Any]:
+    rec = _rec(vid, "failed", message)
+    rec["frames"] = frames if frames is not None else TORCH_FRAMES
+    return rec
+
+
+def _backend_run(tmp_path: Path, *, collection: bool = False) -> dict[str, Path]:
+    fail = [
+        _fail(MISSING, missing("aten::sort.values_stable")),
+        _fail(MISSING2, missing("aten::sort.values_stable")),
+        _fail(TOPK, missing("aten::topk.values", "AutogradPrivateUse1")),
+        _fail(RAISED, "RuntimeError: unsupported layout torch.sparse_coo", TINY_FRAMES),
+        _fail(OWN_EXC, "torch_tiny.errors.DeviceError: queue 3 stalled"),
+        _fail(NAMED, "RuntimeError: tiny: unsupported dtype Half"),
+        _fail(CPU_TOO, missing("aten::msort")),
+        _fail(UPGRADED, missing("aten::sort.values_stable")),
+        _fail(FLIPS, "RuntimeError: tiny: timeout waiting for queue", TINY_FRAMES),
+        _fail(NO_REF, missing("aten::kthvalue.values")),
+        _fail(OTHER_KEY, missing("aten::sort.values_stable", "CPU")),
+        _fail(PLAIN, "AssertionError: Tensor-likes are not close!"),
+    ]
+    head = []
+    if collection:  # what 'ootest run --device torch_tiny:tiny' writes
+        head = [
+            {
+                "kind": "collection",
+                "file": "test/test_sort_and_select.py",
+                "collected": 12,
+                "device": "tiny",
+                "device_module": "torch_tiny",
+            }
+        ]
+    cpu_pass = (MISSING, MISSING2, TOPK, RAISED, OWN_EXC, NAMED, UPGRADED, FLIPS, OTHER_KEY, PLAIN)
+    return {
+        "current": _write(tmp_path / "current.jsonl", head + fail),
+        "cpu": _write(
+            tmp_path / "cpu.jsonl",
+            [_rec(_cpu(v), "passed") for v in cpu_pass]
+            + [_rec(_cpu(CPU_TOO), "failed", MSORT)],
+        ),
+        "prev": _write(
+            tmp_path / "prev.jsonl",
+            [_rec(FLIPS, "passed"), _rec(MISSING, "failed", missing("aten::sort.values_stable"))],
+        ),
+        "prev2": _write(tmp_path / "prev2.jsonl", [_rec(FLIPS, "failed", "E x")]),
+        "diff": _write_json(
+            tmp_path / "diff.json",
+            {"added": [], "modified": [{"id": UPGRADED, "reasons": ["test_source"]}]},
+        ),
+    }  # fmt: skip
+
+
+def _calls(inp: tr.Inputs) -> dict[str, tr.Call]:
+    return {vid: tr.classify(vid, rec, inp) for vid, rec in tr.failing(inp.current)}
+
+
+def test_a_backends_own_failures_are_placed(tmp_path: Path) -> None:
+    ev = _backend_run(tmp_path)
+    inp = tr.load_inputs(
+        ev["current"], [ev["cpu"]], [ev["prev2"], ev["prev"]], ev["diff"], device="torch_tiny:tiny"
+    )
+    got = {vid: (c.category, c.confidence) for vid, c in _calls(inp).items()}
+    assert got == {
+        MISSING: ("backend", "high"),
+        MISSING2: ("backend", "high"),
+        TOPK: ("backend", "high"),  # reported under the autograd key: still this backend's
+        RAISED: ("backend", "high"),
+        OWN_EXC: ("backend", "high"),
+        NAMED: ("backend", "medium"),
+        CPU_TOO: ("upstream", "high"),  # never the backend's when the CPU fails too
+        UPGRADED: ("upstream", "medium"),  # changed by this update: upstream keeps it
+        FLIPS: ("flake", "medium"),  # F P F: flakes keep their rule, frames or not
+        NO_REF: ("unknown", "low"),
+        OTHER_KEY: ("unknown", "low"),  # a missing CPU kernel is not the backend's
+        PLAIN: ("unknown", "low"),
+    }
+    calls = _calls(inp)
+    assert calls[MISSING].why == (
+        "the 'tiny' backend has no kernel for aten::sort.values_stable (the dispatcher's "
+        "NotImplementedError); passes on the CPU reference"
+    )
+    assert calls[MISSING].signature == "missing_kernel:aten::sort.values_stable"
+    assert calls[MISSING].excerpt == (
+        "failed: NotImplementedError: Could not run 'aten::sort.values_stable' with "
+        "arguments from the 'tiny' backend."
+    )
+    assert calls[TOPK].signature == "missing_kernel:aten::topk.values"
+    assert calls[RAISED].why == (
+        "raised in the backend's code (torch_tiny/kernels.py); passes on the CPU reference"
+    )
+    assert calls[OWN_EXC].why.startswith(
+        "raised as the backend's own exception (torch_tiny.errors.DeviceError)"
+    )
+    assert calls[NAMED].why == "the error names the backend ('tiny'); passes on the CPU reference"
+    assert calls[CPU_TOO].why == (
+        "fails on the CPU reference too: AttributeError: module 'numpy' has no attribute 'msort'"
+    )
+    assert calls[UPGRADED].why == "this torch update changed the test (test_source)"
+    assert calls[NO_REF].why == (
+        "no CPU reference result; not seen passing on this device (0 earlier runs); "
+        "missing kernel aten::kthvalue.values on the 'tiny' backend"
+    )
+    assert "nothing in the error ties it to the backend" in calls[PLAIN].why
+
+
+def test_the_mixed_job_is_the_backends_and_names_what_to_implement(tmp_path: Path) -> None:
+    ev = _backend_run(tmp_path)
+    inp = tr.load_inputs(
+        ev["current"], [ev["cpu"]], [ev["prev2"], ev["prev"]], ev["diff"], device="torch_tiny:tiny"
+    )
+    v = tr.verdict(inp, job="j", log_url=None, pr=7, commit="c" * 40)
+    assert v is not None and tr.check(v) == []
+    # 5 of 12 are the backend's with high confidence: the job is the backend's, but
+    # under half rest on strong evidence, so medium
+    assert (v["category"], v["confidence"]) == ("backend", "medium")
+    assert v["suspected_upstream"] is None
+    assert v["summary"] == (
+        "12 failing tests, 11 signatures (6 backend, 3 unknown, 1 flake, 2 upstream): "
+        "the backend's own: 3 missing kernels on the 'tiny' backend (implement first: "
+        "aten::sort.values_stable 2, aten::topk.values 1), 2 raised by its own code, "
+        "1 error that names it"
+    )
+    top = v["evidence"][0]  # the verdict's category first, the largest group first
+    assert (top["category"], top["signature"], top["count"]) == (
+        "backend",
+        "missing_kernel:aten::sort.values_stable",
+        2,
+    )
+    assert top["variants"] == [MISSING, MISSING2]
+    assert {e["category"] for e in v["evidence"]} == {"backend", "unknown", "flake", "upstream"}
+
+
+def test_the_job_category_needs_strong_evidence_or_a_majority(tmp_path: Path) -> None:
+    def call(category: str, confidence: str) -> tr.Call:
+        return tr.Call("v", category, confidence, "why", "sig", "excerpt", "rule")
+
+    hb, mb = call("backend", "high"), call("backend", "medium")
+    up, mup = call("upstream", "high"), call("upstream", "medium")
+    unk, fl = call("unknown", "low"), call("flake", "medium")
+    assert tr.combine([hb, up, up, up]) == ("backend", "medium")  # keeps the job red alone
+    assert tr.combine([hb, hb, up, unk]) == ("backend", "high")  # half are strong
+    assert tr.combine([mb, mb, up]) == ("backend", "medium")  # a majority, none strong
+    assert tr.combine([mb, up, up]) == ("unknown", "low")  # a lone medium call decides nothing
+    assert tr.combine([unk, fl, up]) == ("unknown", "low")
+    assert tr.combine([fl, up]) == ("flake", "medium")
+    assert tr.combine([up, up]) == ("upstream", "high")
+    assert tr.combine([up, mup]) == ("upstream", "medium")
+
+
+def test_without_a_passing_cpu_reference_nothing_is_the_backends(tmp_path: Path) -> None:
+    ev = _backend_run(tmp_path)
+    # no reference at all: the current behaviour (unknown, or what history says)
+    inp = tr.load_inputs(
+        ev["current"], [], [ev["prev2"], ev["prev"]], ev["diff"], device="torch_tiny:tiny"
+    )
+    got = Counter(c.category for c in _calls(inp).values())
+    assert got == Counter({"unknown": 10, "upstream": 1, "flake": 1})
+    v = tr.verdict(inp, job="j", log_url=None)
+    assert v is not None and (v["category"], v["confidence"]) == ("unknown", "low")
+    # a reference that fails or skips them: never the backend's
+    cpu = _write(
+        tmp_path / "cpu-bad.jsonl",
+        [_rec(_cpu(MISSING), "failed", "E   RuntimeError: x"), _rec(_cpu(RAISED), "skipped")],
+    )
+    calls = _calls(tr.load_inputs(ev["current"], [cpu], device="torch_tiny:tiny"))
+    assert (calls[MISSING].category, calls[RAISED].category) == ("upstream", "unknown")
+    assert "the CPU reference skipped it" in calls[RAISED].why
+
+
+def test_the_backend_is_known_from_the_results_or_the_flags(tmp_path: Path) -> None:
+    ev = _backend_run(tmp_path, collection=True)
+    # no --device: the collection records name the backend and its module
+    inp = tr.load_inputs(ev["current"], [ev["cpu"]])
+    assert inp.backend == tr.Backend("tiny", ("torch_tiny",))
+    got = {v: c.category for v, c in _calls(inp).items()}
+    assert got[MISSING] == got[RAISED] == got[OWN_EXC] == "backend"
+    # without either, only PrivateUse1 is the backend's key, and no frame is its own
+    (tmp_path / "p").mkdir()
+    plain = _backend_run(tmp_path / "p")
+    calls = _calls(tr.load_inputs(plain["current"], [plain["cpu"]]))
+    assert (calls[MISSING].category, calls[RAISED].category) == ("unknown", "unknown")
+    assert calls[TOPK].category == "backend"  # 'AutogradPrivateUse1' names the slot
+    # a name alone: the text rules; a package given: its frames are the backend's
+    calls = _calls(tr.load_inputs(plain["current"], [plain["cpu"]], device="tiny"))
+    assert (calls[MISSING].category, calls[RAISED].category) == ("backend", "unknown")
+    inp = tr.load_inputs(plain["current"], [plain["cpu"]], device="tiny", packages=["torch_tiny"])
+    assert _calls(inp)[RAISED].confidence == "high"
+    assert tr.Backend.of("emu:faulty") == tr.Backend("emu", ("ootest.device.emu",))
+    assert tr.Backend.of("vendor.tiny.ext:tiny") == tr.Backend("tiny", ("vendor",))
+    assert tr.Backend("emu", ("ootest.device.emu",)).owns("ootest/device/emu/__init__.py")
+    for device, message in (
+        ("Tiny-1", "--device: expected NAME, MODULE:NAME or emu[:PROFILE]"),
+        (":tiny", "--device: expected NAME, MODULE:NAME or emu[:PROFILE]"),
+        ("a b:tiny", "--device: expected MODULE:NAME with MODULE a dotted Python module"),
+    ):
+        with pytest.raises(Exception, match=re.escape(message)):
+            tr.load_inputs(plain["current"], device=device)
+    with pytest.raises(Exception, match="--backend-package: expected a dotted Python package"):
+        tr.load_inputs(plain["current"], packages=["../x"])
+
+
+def test_hostile_test_output_is_escaped_and_bounded(tmp_path: Path) -> None:
+    evil = "\x1b[2J\x1b]8;;http://x\x07click\u202egnp.exe\u200b\x00" + "y" * 5000
+    vid = f"{S}::test_evil[x=\x1b[31m{'z' * 900}]"
+    cur = _write(
+        tmp_path / "c.jsonl",
+        [
+            _fail(vid, f"RuntimeError: tiny: {evil}\nE   second line"),
+            _fail(MISSING, "NotImplementedError: Could not run 'aten::x\x1b' with arguments "
+                  "from the 'tiny' backend. " + evil),
+        ],
+    )  # fmt: skip
+    cpu = _write(tmp_path / "cpu.jsonl", [_rec(_cpu(vid), "passed"), _rec(_cpu(MISSING), "passed")])
+    v = tr.verdict(tr.load_inputs(cur, [cpu], device="tiny"), job="j", log_url=None)
+    assert v is not None and tr.check(v) == []
+    text = json.dumps(v, ensure_ascii=False)
+    assert not any(unicodedata.category(ch)[0] == "C" for ch in text)
+    assert "\\x1b[2J" in v["evidence"][0]["excerpt"] + v["evidence"][1]["excerpt"]
+    for e in v["evidence"]:
+        assert len(e["excerpt"]) <= 300 and len(e["why"]) <= 300 and len(e["test"]) <= 300
+        assert all(len(x) <= 300 for x in e["variants"])
+    # an op name outside the dispatcher's characters is no missing kernel
+    assert not any(e["signature"].startswith("missing_kernel") for e in v["evidence"])
+    assert len(v["summary"]) <= 600 and len(text) < 6000
+
+
+def test_recorded_frames_tell_the_backends_code(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    # a backend package of plain Python (no torch needed to see who raised what)
+    pkg = pytester.mkpydir("torch_tiny")
+    (pkg / "kernels.py").write_text("def sort(x):\n    raise RuntimeError('unsupported layout')\n")
+    pytester.makepyfile(
+        test_sort="""
+from torch_tiny import kernels
+
+def test_sort():
+    kernels.sort([3, 1])
+
+def test_plain():
+    assert [1, 3] == [3, 1]
+"""
+    )
+    pytester.runpytest("--ootest-results", "r.jsonl")
+    results = pytester.path / "r.jsonl"
+    lines = [json.loads(x) for x in results.read_text().splitlines()]
+    recs = {r["variant_id"].rsplit("::", 1)[-1]: r for r in lines if r["kind"] == "result"}
+    assert recs["test_sort"]["frames"] == ["test_sort.py", "torch_tiny/kernels.py"]
+    assert recs["test_plain"]["frames"] == ["test_sort.py"]
+    cpu = _write(
+        tmp_path / "cpu.jsonl",
+        [_rec(_cpu(r["variant_id"]), "passed") for r in recs.values()],
+    )
+    inp = tr.load_inputs(results, [cpu], device="torch_tiny:tiny")
+    got = {vid.rsplit("::", 1)[-1]: (c.category, c.confidence) for vid, c in _calls(inp).items()}
+    assert got == {"test_sort": ("backend", "high"), "test_plain": ("unknown", "low")}
+
+
+def test_torchs_repro_line_does_not_name_the_backend(tmp_path: Path) -> None:
+    repro = (
+        "\n\nTo execute this test, run the following from the base repo dir:\n"
+        "    python tests/tiny/test_sort.py TestSortPRIVATEUSE1.test_sort_tiny_float32"
+    )
+    cur = _write(
+        tmp_path / "c.jsonl",
+        [
+            _fail(PLAIN, "AssertionError: boom" + repro),
+            _fail(NAMED, "RuntimeError: tiny: x" + repro),
+        ],
+    )
+    cpu = _write(tmp_path / "cpu.jsonl", [_rec(_cpu(PLAIN), "passed"), _rec(_cpu(NAMED), "passed")])
+    calls = _calls(tr.load_inputs(cur, [cpu], device="torch_tiny:tiny"))
+    assert (calls[PLAIN].category, calls[NAMED].category) == ("unknown", "backend")

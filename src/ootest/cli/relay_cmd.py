@@ -285,6 +285,19 @@ def _add_triage(rp: argparse.ArgumentParser) -> None:
         "--memory-diff", metavar="JSON", help="'ootest index diff OLD NEW --json' of this update"
     )
     t.add_argument(
+        "--device",
+        metavar="DEVICE",
+        help="the backend: MODULE:NAME as 'ootest run --device' takes it, or its NAME "
+        "(default: what the results recorded)",
+    )
+    t.add_argument(
+        "--backend-package",
+        action="append",
+        default=[],
+        metavar="PKG",
+        help="a package of the backend's own code, besides --device's module (repeatable)",
+    )
+    t.add_argument(
         "--flake-window",
         type=int,
         default=5,
@@ -318,6 +331,8 @@ def _triage(args: argparse.Namespace, payload: dict[str, Any], job: Any) -> Any:
         [Path(p) for p in args.previous],
         Path(args.memory_diff) if args.memory_diff else None,
         args.flake_window,
+        args.device,
+        args.backend_package,
     )
     pr, commit = tr.upstream_ref(payload)
     verdict = tr.verdict(

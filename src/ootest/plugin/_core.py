@@ -49,7 +49,7 @@ from ootest.plugin.recorder import Recorder
 from ootest.plugin.selector import Selector
 from ootest.plugin.variant import variant_from_item
 from ootest.record.crash import die_with_parent
-from ootest.record.identity import FileKeys, env_roots
+from ootest.record.identity import FileKeys, backend_module, env_roots
 from ootest.record.results import state_dir
 from ootest.timeout import check_timeout
 
@@ -191,7 +191,11 @@ class OotestPlugin:
             keys = file_keys(Path(plan.source), (t for t, _ in plan.resolved))
         else:
             keys = FileKeys.from_env()
-        collection = Collection(keys, spec.name if spec else None)
+        collection = Collection(
+            keys,
+            spec.name if spec else None,
+            module=backend_module(device) if device else None,
+        )
         config.stash[COLLECTION] = collection
         plugin = cls(
             config=config,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -69,6 +70,7 @@ class Recorder:
                     "collected": st.collected,
                     "device_variants": st.device_variants,
                     "device": col.device,
+                    "device_module": col.module,
                     "time": now,
                 }
             )
@@ -177,6 +179,7 @@ def _record(report: pytest.TestReport, outcome: str) -> dict[str, Any]:
         device_variant=props.get("device_variant", False),
         capable=props.get("capable", False),
         where=_where(report),
+        frames=_frames(report),
         duration=report.duration,
         message=_excerpt(report),
     )
@@ -209,6 +212,43 @@ def _where(report: pytest.TestReport) -> str | None:
     if crash is None:
         return None
     return f"{os.path.basename(str(crash.path))}:{crash.lineno}"
+
+
+#: Traceback entries a result keeps, innermost last: enough to see who raised it.
+MAX_FRAMES = 8
+
+
+def _frames(report: pytest.TestReport) -> list[str] | None:
+    """The files of a failure's traceback, innermost last (at most ``MAX_FRAMES``),
+    each as its import path (``torch/_ops.py``, ``torch_tiny/kernels.py``): who
+    raised it, the same on every machine (Note [Triage verdict])."""
+    lr = report.longrepr if report.failed else None
+    if lr is None or isinstance(lr, str):
+        return None
+    paths = [
+        str(loc.path)
+        for entry in getattr(getattr(lr, "reprtraceback", None), "reprentries", None) or ()
+        if (loc := getattr(entry, "reprfileloc", None)) is not None
+    ]
+    crash = getattr(lr, "reprcrash", None)
+    if crash is not None and (
+        not paths or os.path.abspath(paths[-1]) != os.path.abspath(str(crash.path))
+    ):
+        paths.append(str(crash.path))  # --tb=native/line: entries without locations
+    roots = [os.path.abspath(entry or os.curdir) for entry in sys.path]
+    return [_import_path(p, roots)[:200] for p in paths[-MAX_FRAMES:]] or None
+
+
+def _import_path(path: str, roots: list[str]) -> str:
+    """``path`` relative to the longest of ``roots`` (``sys.path``, absolute) that
+    holds it, with ``/`` (``.../site-packages/torch/_ops.py`` -> ``torch/_ops.py``);
+    its base name when none does."""
+    real = os.path.abspath(path)
+    best = ""
+    for root in roots:
+        if len(root) > len(best) and real.startswith(root.rstrip(os.sep) + os.sep):
+            best = root
+    return os.path.relpath(real, best).replace(os.sep, "/") if best else os.path.basename(real)
 
 
 def _excerpt(report: pytest.TestReport | pytest.CollectReport) -> str | None:

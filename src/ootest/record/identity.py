@@ -176,3 +176,15 @@ def backend_name(device: str) -> str:
     if text == "emu" or text.startswith("emu:"):
         return "emu"
     return text.partition(":")[2]
+
+
+def backend_module(device: str) -> str | None:
+    """The module whose import registers the backend a ``--device`` value names
+    (``torch_spyre:spyre`` -> ``torch_spyre``, ``emu[:profile]`` -> ``ootest.device.emu``;
+    a bare name -> None); pure, no import. Its package is the backend's own code
+    (Note [Triage verdict])."""
+    text = device.strip()
+    if text == "emu" or text.startswith("emu:"):
+        return "ootest.device.emu"
+    mod, sep, _ = text.partition(":")
+    return (mod.strip() or None) if sep else None
