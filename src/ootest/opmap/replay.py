@@ -104,6 +104,34 @@ def signature_of(call: str) -> str:
     return ",".join(sorted(found))
 
 
+def recorded_signature(call: str) -> str:
+    """The dtype signature op capture recorded for a call example (Note [Call dtypes]):
+    the distinct dtypes of its tensors on the device (in the arguments and one list
+    deep) and a factory's ``dtype=`` when its ``device=`` is the device, sorted and
+    comma-joined; "?" for a call that cannot be read. It matches the op map's
+    ``call_sig`` rows, so a replay can tell which recorded signatures it ran."""
+    found: set[str] = set()
+
+    def tensors(items: Any) -> None:
+        for a in items:
+            for b in a if isinstance(a, list) else [a]:
+                if isinstance(b, dict) and "T" in b and b.get("dev"):
+                    found.add(str(b["T"]))
+
+    try:
+        spec = json.loads(call)
+        args, kwargs = spec.get("args") or [], spec.get("kwargs") or {}
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            return "?"
+        tensors(args)
+        if kwargs.get("device") == {"device": True} and isinstance(kwargs.get("dtype"), dict):
+            found.add(str(kwargs["dtype"].get("dtype")))
+        tensors(v for k, v in kwargs.items() if k != "device")
+    except (ValueError, AttributeError, TypeError, RecursionError):
+        return "?"
+    return ",".join(sorted(found))
+
+
 def new_replay(device: str, examples: int, timeout: float) -> Replay:
     """An empty replay with its header (``complete`` turns true when every call is in)."""
     from ootest.version import ootest_version

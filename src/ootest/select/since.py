@@ -374,10 +374,11 @@ def _row(
         evidence["replay"] = [list(f) for f in ev.replay]
     else:
         del evidence["replay"]  # as evidence_row: only where a replay said something
-    if ev.replay_covered:
-        evidence["replay_covered"] = list(ev.replay_covered)
-    else:
-        del evidence["replay_covered"]
+    for key in ("replay_covered", "replay_dtypes", "replay_raised"):
+        if evidence[key]:
+            evidence[key] = list(evidence[key])
+        else:
+            del evidence[key]
     row = {
         "changed": list(changed),
         "decision": dict(vars(d)),
