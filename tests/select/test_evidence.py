@@ -225,6 +225,68 @@ def test_a_call_no_example_was_written_for_proves_nothing(tmp_path: Path) -> Non
 
 
 # -------------------------------------------------- A.1 A.2 A.3 evidence beats declarations
+def test_an_undeclared_dtype_whose_calls_replayed_as_on_the_cpu_is_not_a_skip(
+    tmp_path: Path,
+) -> None:
+    """--dtypes float32,int64,bool: error-path tests in float64 or int8 pass on the
+    device; the replay ran their calls, so the undeclared dtype skips nothing."""
+    calls: Calls = {
+        # test_flipud_invalid[dtype=float64]: its float64 calls replayed as on the CPU
+        "t.py::T::test_flipud_invalid[dtype=float64]": [
+            ("aten::lift_fresh", "float64", True, "ok"),
+            ("aten::flip", "float64", True, "raised"),
+        ],
+        # one float64 call failed: the undeclared dtype stands
+        "t.py::T::test_bad[dtype=float64]": [
+            ("aten::lift_fresh", "float64", True, "ok"),
+            ("aten::flip", "float64", True, "failed"),
+        ],
+        # only the int8 calls decide about int8; float32 is declared
+        "t.py::T::test_imag_noncomplex[dtype=int8]": [
+            ("aten::lift_fresh", "int8", True, "ok"),
+            ("aten::imag", "int8", True, "raised"),
+            ("aten::add.Tensor", "float32", True, "failed"),
+        ],
+    }
+    ops = ("aten::lift_fresh", "aten::flip", "aten::imag", "aten::add.Tensor")
+    got = _decide(tmp_path, calls, _declared(*ops))
+    mode, reason, why = got["t.py::T::test_flipud_invalid[dtype=float64]"]
+    assert (mode, reason) == ("mandatory_success", "ops_supported")
+    assert why == (
+        "all 2 ops it calls are declared; dtypes not declared but every call in them "
+        "replayed as on the CPU: float64; error path: raises on the device as on the CPU "
+        "(aten::flip)",
+    )
+    assert got["t.py::T::test_bad[dtype=float64]"][:2] == ("skip", "dtype_unsupported:float64")
+    # A.2: a declared dtype (float32) whose call failed in the replay: never mandatory
+    assert got["t.py::T::test_imag_noncomplex[dtype=int8]"][:2] == (
+        "xfail",
+        "replay_failed:aten::add.Tensor",
+    )
+    # without the replay: the declaration decides, as before
+    got = _decide(tmp_path / "n", calls, _declared(*ops), replay=False)
+    assert got["t.py::T::test_flipud_invalid[dtype=float64]"][:2] == (
+        "skip",
+        "dtype_unsupported:float64",
+    )
+
+
+def test_the_dtype_axis_is_lifted_when_every_call_replayed_as_on_the_cpu(tmp_path: Path) -> None:
+    """An op map without call dtypes: the axis stands for them, and the variant's
+    every recorded call replayed as on the CPU lifts it (an error path included)."""
+    ok_v, bad_v = "t.py::T::test_a[dtype=complex128]", "t.py::T::test_b[dtype=complex128]"
+    calls: Calls = {
+        ok_v: [("aten::view.dtype", "complex128", True, "raised")],
+        bad_v: [("aten::view.dtype", "complex128", True, "ok"), ("aten::add", "x", True, None)],
+    }
+    axes = {ok_v: ("complex128",), bad_v: ("complex128",)}
+    got = _decide(tmp_path, calls, _declared("aten::view.dtype", "aten::add"), signed=False,
+                  axes=axes)  # fmt: skip
+    assert got[ok_v][:2] == ("mandatory_success", "ops_supported")
+    assert "error path: raises on the device as on the CPU (aten::view.dtype)" in got[ok_v][2][0]
+    assert got[bad_v][:2] == ("skip", "dtype_unsupported:complex128")
+
+
 def test_an_undeclared_op_whose_call_raised_alike_counts_as_working(tmp_path: Path) -> None:
     """emu:young has no index_put kernel: its NotImplementedError is a RuntimeError,
     which test_index_put_accumulate_empty expects, and the CPU raised too."""

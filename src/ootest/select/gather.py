@@ -247,10 +247,18 @@ def gather(
                 # the dtypes each call saw (Note [Call dtypes]) decide, not the dtype
                 # axis: a test may ignore its dtype argument (float64 in the name,
                 # float32 tensors on the device)
-                ev.missing_dtypes, ev.dtype_rule, ev.replay_dtypes, _ = _call_dtypes(calls, support)
+                ev.missing_dtypes, ev.dtype_rule, ev.replay_dtypes, by = _call_dtypes(
+                    calls, support, rp.pairs
+                )
+                raised.update(by)
             else:
                 if not ev.missing_dtypes and uncertain is None and support.op_dtypes:
                     ev.missing_dtypes, ev.dtype_rule = _op_dtypes(ops, c.dtypes, support.op_dtypes)
+                if uncertain is None and ev.missing_dtypes and ops and set(ops) <= set(rp.ops):
+                    # no call dtypes: the dtype axis stands for them, and every
+                    # recorded call of the variant replayed as on the CPU
+                    ev.replay_dtypes, ev.missing_dtypes, ev.dtype_rule = ev.missing_dtypes, (), None
+                    raised.update(o for o in ops if rp.ops[o])
         ev.replay = rp.faults
         ev.replay_raised = tuple(sorted(raised))
         cpu_runs = cpu.get(c.variant_id)
