@@ -11,13 +11,18 @@ device with the same values, runs the op on both and compares with
 ``torch.testing.assert_close``'s default tolerances:
 
 - ``ok``: same shapes, dtypes and values (values are not compared for ops whose
-  results are not defined by their inputs: seeded random ops, ``empty``...);
-- ``failed``: the op raised on the device (its exception type and first line);
-- ``mismatch``: it returned something else (which result, greatest differences);
+  results are not defined by their inputs: seeded random ops, ``empty``...); or
+  an error path: it raised on the CPU and on the device an exception of the
+  CPU's class or a subclass (``NotImplementedError`` is a ``RuntimeError``), as a
+  test expecting it accepts (``"error_path": true``, both exceptions recorded);
+- ``failed``: the op raised on the device (its exception type and first line;
+  when the CPU raised too, an exception that is not of the CPU's class);
+- ``mismatch``: it returned something else (which result, greatest differences),
+  or returned where the CPU raised;
 - ``crashed``: the worker process died in this call (its signal);
 - ``timeout``: the call did not return within ``--timeout`` seconds;
-- ``unusable``: no evidence either way (the call fails on the CPU too, e.g. a
-  rebuilt index out of range; the op does not exist in this torch; too large).
+- ``unusable``: no evidence either way (the CPU reference died or hung; the call
+  cannot be rebuilt; the op does not exist in this torch; too large).
 
 Calls run in a worker process (``ootest.device.replay_worker``) that writes
 which call it begins before it runs it; a crash or a hang costs that call and a
