@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from ootest.select.gather import Candidate, Sources, Support, gather
 from ootest.select.rules import MODES, Evidence, Result, decide
 from tests.conftest import ROOT
+from tests.select.test_since import Work, built, cli, work  # noqa: F401  (fixtures)
 
 _PROV = {
     "kind": "provenance", "torch_version": "2", "torch_git": "a", "device": "emu",
@@ -141,6 +142,63 @@ def test_select_run_without_a_support_source_decides_no_op_evidence(
     (row,) = map(json.loads, Path("s.evidence.jsonl").read_text().splitlines())
     assert row["decision"]["mode"] == "xfail" and row["evidence"]["ops_declared"] is False
     assert "backend: nothing declared" in Path("s.yaml").read_text()
+
+
+def test_an_upgrade_without_a_support_source_makes_nothing_mandatory(
+    work: Work,  # noqa: F811  (the fixture)
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`select run --since` with --supported forgotten: the re-decided variants
+    are not 'all N ops it calls are declared'."""
+    rc, _, err = cli(capsys, "select", "run", "--since", "old.db", "--memory", "new.db",
+                     "--config", "suite.yaml", "--ops", "ops.db", "--out", "new.yaml")  # fmt: skip
+    assert rc == 0, err
+    rows = [json.loads(x) for x in (work / "new.evidence.jsonl").read_text().splitlines()]
+    again = [r["decision"] for r in rows if r.get("changed")]
+    assert again and not [d for d in again if d["mode"] == "mandatory_success"], again
+    assert {d["reason"] for d in again} >= {"no_evidence"}
+
+
+def test_a_new_replay_that_lifts_a_dtype_re_decides_its_variant(
+    work: Work,  # noqa: F811  (the fixture)
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`select run --since --replay NEW` (only the backend changed): a variant whose
+    undeclared dtype the new replay shows working is decided again."""
+    from ootest.device.calls import example_key
+    from ootest.opmap.replay import Replay, write_replay
+    from ootest.opmap.store import OpStore
+
+    f64 = "test/test_alpha.py::TestAlpha::test_double[dtype=float64]"
+    before = {json.loads(x)["decision"]["variant_id"]: json.loads(x)
+              for x in (work / "suite.evidence.jsonl").read_text().splitlines()}  # fmt: skip
+    assert before[f64]["decision"]["reason"] == "dtype_unsupported:float64"
+    recs: list[dict[str, Any]] = [
+        {"kind": "provenance", "torch_version": "2.13.0", "device": "emu", "time": 7.0}
+    ]
+    # the same op set as the first capture (else the captures disagree: uncertain)
+    recs.append({"kind": "ops", "variant_id": f64, "ops": {"aten::mul.Tensor": 1, "aten::sum": 1}})
+    recs.append({"kind": "stop", "variant_id": f64, "outcome": "passed"})
+    rep = Replay({"kind": "replay", "device": "emu:x", "complete": True})
+    for op in ("aten::mul.Tensor", "aten::sum"):
+        call = _call("float64")
+        recs.append({"kind": "example", "variant_id": f64, "op": op, "call": call})
+        key = example_key(op, call)
+        rep.results[key] = {"kind": "call", "key": key, "op": op, "status": "ok"}
+    with OpStore.open(work / "ops.db") as s:
+        s.ingest_records(recs, source="more")
+    write_replay(work / "r.jsonl", rep)
+    since = ["select", "run", "--since", "old.db", "--memory", "old.db", "--config", "suite.yaml"]
+    rc, _, err = cli(capsys, *since, "--supported", "sup.txt", "--dtypes", "float32,float16",
+                     "--ops", "ops.db", "--replay", "r.jsonl", "--out", "b.yaml")  # fmt: skip
+    assert rc == 0, err
+    assert "1 by the replay" in err, err
+    rows = {json.loads(x)["decision"]["variant_id"]: json.loads(x)
+            for x in (work / "b.evidence.jsonl").read_text().splitlines()}  # fmt: skip
+    moved = rows[f64]
+    assert moved["changed"] == ["replay"]
+    assert moved["decision"]["mode"] == "mandatory_success", moved
+    assert moved["evidence"]["replay_dtypes"] == ["float64"]
 
 
 # ------------------------------------------------------- B.2, B.3 uncertain op sets

@@ -874,22 +874,6 @@ class OpStore:
                 out[str(vid)] = tuple(str(k) for _, k in group)
         return out
 
-    def example_calls(
-        self, only: Collection[str] | None = None
-    ) -> dict[str, tuple[tuple[str, str, str], ...]]:
-        """Per variant with call examples: (key, op name, call text) of each, by key
-        (``only``: just these variant IDs)."""
-        rows = self._conn.execute(
-            "SELECT v.variant_id, e.key, o.name, e.call FROM call_example ce "
-            "JOIN variant v ON v.id = ce.variant JOIN example e ON e.id = ce.example "
-            "JOIN op o ON o.id = e.op ORDER BY v.variant_id, e.key"
-        )
-        out: dict[str, tuple[tuple[str, str, str], ...]] = {}
-        for vid, group in groupby(rows, key=itemgetter(0)):
-            if only is None or vid in only:
-                out[str(vid)] = tuple((str(k), str(o), str(c)) for _, k, o, c in group)
-        return out
-
     def call_signatures(
         self, only: Collection[str] | None = None
     ) -> dict[str, dict[str, frozenset[str]]]:

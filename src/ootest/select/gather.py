@@ -346,6 +346,12 @@ def _op_map(path: Path, only: Collection[str] | None = None) -> dict[str, OpEvid
     return out
 
 
+#: One distinct recorded call in the replay: (op, the dtypes of its device tensors,
+#: whether it replayed as on the CPU, whether it raised alike (an error path), its
+#: recorded signature, its fault (status, op, what happened) or None).
+_Call = tuple[str, frozenset[str], bool, bool, str, "tuple[str, str, str] | None"]
+
+
 @dataclass(frozen=True)
 class Replayed:
     """What the replay says of one variant's recorded calls (Note [Replaying calls])."""
@@ -357,6 +363,13 @@ class Replayed:
     ops: Mapping[str, bool] = field(default_factory=dict)
     #: the same per (op, dtype): the calls of the op with that dtype on the device
     pairs: Mapping[tuple[str, str], bool] = field(default_factory=dict)
+    #: its calls written down (replayed or not), each as ``_Call``
+    calls: tuple[_Call, ...] = ()
+
+    @property
+    def seen(self) -> frozenset[tuple[str, str]]:
+        """Every (op, dtype) of its calls written down."""
+        return frozenset((c[0], d) for c in self.calls for d in c[1])
 
 
 def replayed(ops: Path, replay: Path, only: Collection[str] | None = None) -> dict[str, Replayed]:
@@ -373,37 +386,52 @@ def replayed(ops: Path, replay: Path, only: Collection[str] | None = None) -> di
 
     rep = read_replay(replay)
     with OpStore.open(ops) as store:
-        examples = store.example_calls(only)
+        keys = store.example_keys(only)
         signed = store.call_signatures(only)
-    out: dict[str, Replayed] = {}
-    for vid, calls in examples.items():
-        bad: set[tuple[str, str, str]] = set()
-        by_op: dict[str, list[tuple[frozenset[str], str, bool, str]]] = {}
-        for key, op, call in calls:
+        # each distinct call once: (op, its dtypes, status, raised alike, signature, fault)
+        calls: dict[str, _Call] = {}
+        for key, op, call in store.examples():
             r = rep.results.get(key)
             status = "unknown" if r is None else str(r["status"])
+            fault = None
             if r is not None and status in FAULTS:
                 what = (f"{r['error']}: " if r.get("error") else "") + str(r.get("detail", ""))
-                bad.add((status, op, what))
+                fault = (status, op, what)
             sig = recorded_signature(call)
-            by_op.setdefault(op, []).append(
-                (frozenset(d for d in sig.split(",") if d), status,
-                 bool(r is not None and r.get("error_path")), sig)
-            )  # fmt: skip
+            dtypes = frozenset(d for d in sig.split(",") if d)
+            raised = bool(r is not None and r.get("error_path"))
+            calls[key] = (op, dtypes, status == "ok", raised, sig, fault)
+    out: dict[str, Replayed] = {}
+    for vid, ks in keys.items():
+        mine = tuple(calls[k] for k in ks if k in calls)
+        by_op: dict[str, list[_Call]] = {}
+        for c in mine:
+            f = by_op.get(c[0])
+            if f is None:
+                by_op[c[0]] = [c]
+            else:
+                f.append(c)
         works: dict[str, bool] = {}
         pairs: dict[tuple[str, str], bool] = {}
         recorded = signed.get(vid, {})
         for op, found in by_op.items():
             want = recorded.get(op, frozenset())
-            if all(st == "ok" for _, st, _, _ in found) and want <= {s for *_, s in found}:
-                works[op] = any(r for _, _, r, _ in found)
-            for d in sorted({d for ds, *_ in found for d in ds}):
-                mine = [f for f in found if d in f[0]]
+            if len(found) == 1 and found[0][2] and want <= {found[0][4]}:
+                c = found[0]  # the common case: one call, as on the CPU, every signature
+                works[op] = c[3]
+                for d in c[1]:
+                    pairs[(op, d)] = c[3]
+                continue
+            if all(c[2] for c in found) and want <= {c[4] for c in found}:
+                works[op] = any(c[3] for c in found)
+            for d in {d for c in found for d in c[1]}:
+                made = [c for c in found if d in c[1]]
                 need = {s for s in want if d in s.split(",")}
-                if all(st == "ok" for _, st, _, _ in mine) and need <= {s for *_, s in mine}:
-                    pairs[(op, d)] = any(r for _, _, r, _ in mine)
-        faults = tuple(sorted(bad, key=lambda f: (FAULTS.index(f[0]), f[1], f[2])))
-        out[vid] = Replayed(faults, works, pairs)
+                if all(c[2] for c in made) and need <= {c[4] for c in made}:
+                    pairs[(op, d)] = any(c[3] for c in made)
+        bad = {c[5] for c in mine if c[5] is not None}
+        faults = tuple(sorted(bad, key=lambda f: (FAULTS.index(f[0]), f[1], f[2]))) if bad else ()
+        out[vid] = Replayed(faults, works, pairs, mine)
     return out
 
 
