@@ -24,13 +24,15 @@ The evidence of a variant, in the order it is trusted (DESIGN.md 7.1):
 7. **replayed calls** (``ootest ops replay``, Note [Replaying calls]): an op the
    backend does not declare but whose every recorded call of the variant replayed
    as on the CPU is taken as supported (torch's device-independent kernel of
-   ``detach`` runs on any backend); a call the
-   variant makes that killed the replay's process or hung is ``skip``
-   (``replay_crashed:<op>``, ``replay_timeout:<op>``); one that raised or returned
+   ``detach`` runs on any backend), and so is an undeclared dtype all of whose
+   recorded calls in the variant did; a call the variant makes that killed the
+   replay's process or hung is ``skip`` (``replay_crashed:<op>``,
+   ``replay_timeout:<op>``; ``xfail`` when its op set is uncertain); one that raised or returned
    other values than on the CPU is ``xfail`` (``replay_failed:<op>``,
    ``replay_mismatch:<op>``): it runs, is not required to pass, and refinement
    promotes it after clean passes like ``no_evidence``;
-8. all ops declared and no replayed call misbehaving: ``mandatory_success`` (``ops_supported``);
+8. all ops declared (a support source declares ops at all) and no replayed call
+   misbehaving: ``mandatory_success`` (``ops_supported``);
    a variant that calls no device op and passed on the reference device:
    ``mandatory_success`` (``no_device_ops``); one that failed on the reference
    device with every op present: ``xfail`` (``reference_fail:<signature>``);
