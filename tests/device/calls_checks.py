@@ -96,13 +96,14 @@ def test_a_correct_device_replays_every_kind_of_call_ok() -> None:
         assert text is not None, op
         got = replay_one({"key": example_key(op, text), "op": op, "call": text}, DEV)
         assert got["status"] == "ok", (op, got)
-    # an index the seeded values put out of range fails on the CPU too: no evidence
+    # an index out of range raises on the CPU and on the device alike: an error path
     bad = json.dumps(
         {"args": [{"T": "float32", "shape": [2], "dev": True}, 0,
                   {"T": "int64", "shape": [1], "dev": True, "v": [7]}], "kwargs": {}}
     )  # fmt: skip
     got = replay_one({"key": "0" * 20, "op": "aten::index_select", "call": bad}, DEV)
-    assert got["status"] == "unusable" and "fails on the CPU too" in got["detail"]
+    assert got["status"] == "ok" and got["error_path"] is True, got
+    assert got["detail"].startswith("error path: raises on the device as on the CPU")
     assert replay_one({"key": "0" * 20, "op": "aten::nosuch", "call": "{}"}, DEV)["status"] == (
         "unusable"
     )
@@ -149,3 +150,56 @@ def test_what_a_correct_device_may_choose_otherwise_is_not_a_mismatch() -> None:
     assert "greatest absolute difference" in str(_compare(c, d, True))
     assert _compare(c, -c, False) is None  # shapes and dtypes only
     assert "float16[4], expected float32[4]" in str(_compare(c, c.half(), False))
+
+
+def test_an_error_path_is_compared_by_exception_class() -> None:
+    """A call that raises on the CPU behaves alike on the device when the device
+    raises the same class or a subclass (a missing kernel's NotImplementedError is
+    a RuntimeError, which a test expecting the CPU's RuntimeError accepts); another
+    exception, or none, is a fault. Both exceptions are recorded."""
+    from ootest.device.replay_worker import replay_one
+
+    lib = torch.library.Library("ootest_check", "DEF")
+    kinds = {
+        "alike": (RuntimeError("bad input"), NotImplementedError("no kernel for emu")),
+        "other": (IndexError("index 7 is out of bounds"), RuntimeError("no kernel for emu")),
+        "quiet": (RuntimeError("bad input"), None),
+        "same": (ValueError("bad value"), ValueError("bad value")),
+    }
+
+    def kernel(e: Exception | None) -> object:
+        def run(x: torch.Tensor) -> torch.Tensor:
+            if e is not None:
+                raise e
+            return x.clone()
+
+        return run
+
+    for name, (cpu, dev) in kinds.items():
+        lib.define(f"{name}(Tensor x) -> Tensor")
+        lib.impl(name, kernel(cpu), "CPU")
+        lib.impl(name, kernel(dev), "PrivateUse1")
+    call = json.dumps({"args": [{"T": "float32", "shape": [2], "dev": True, "v": [1.0, 2.0]}],
+                       "kwargs": {}})  # fmt: skip
+
+    def replay(name: str) -> dict[str, object]:
+        return replay_one({"key": "0" * 20, "op": f"ootest_check::{name}", "call": call}, DEV)
+
+    got = replay("alike")
+    assert got == {
+        "status": "ok",
+        "error_path": True,
+        "cpu_error": "RuntimeError: bad input",
+        "error": "NotImplementedError",
+        "device_error": "NotImplementedError: no kernel for emu",
+        "detail": "error path: raises on the device as on the CPU "
+        "(RuntimeError on the CPU, NotImplementedError on the device)",
+    }
+    assert replay("same")["status"] == "ok"
+    other = replay("other")
+    assert (other["status"], other["error"]) == ("failed", "RuntimeError")
+    assert other["cpu_error"] == "IndexError: index 7 is out of bounds"
+    assert "the CPU raised IndexError" in str(other["detail"])
+    quiet = replay("quiet")
+    assert quiet["status"] == "mismatch"
+    assert quiet["detail"] == "the CPU raised RuntimeError: bad input; the device returned"

@@ -31,8 +31,9 @@ def test_one_bug_in_many_variants_is_one_signature() -> None:
 
 def test_evidence_order_and_unknown_means_run_it() -> None:
     bad = Result("failed", "RuntimeError:1", "RuntimeError: x")
-    assert decide(Evidence("v", ops=("aten::mm",))).mode == "mandatory_success"
-    assert decide(Evidence("v", ops=("aten::mm",), missing_ops=("aten::mm",))).reason == (
+    mm = ("aten::mm",)
+    assert decide(Evidence("v", ops=mm, ops_declared=True)).mode == "mandatory_success"
+    assert decide(Evidence("v", ops=mm, ops_declared=True, missing_ops=mm)).reason == (
         "op_unsupported:aten::mm"
     )
     # the op set may differ per device: no skip from missing ops, it runs
@@ -46,21 +47,25 @@ def test_evidence_order_and_unknown_means_run_it() -> None:
     assert (seen.mode, seen.reason) == ("xfail_strict", "observed_fail:RuntimeError:1")
     crash = Result("crashed", "SIGSEGV:1", "SIGSEGV")
     assert decide(Evidence("v", cpu=bad, observed=[crash])).mode == "skip"
-    assert decide(Evidence("v", dtypes=("float64",), missing_dtypes=("float64",))).reason == (
+    f64 = ("float64",)
+    assert decide(Evidence("v", dtypes=f64, ops=mm, missing_dtypes=f64)).reason == (
         "dtype_unsupported:float64"
     )
 
 
 def test_output_is_compact_and_says_why() -> None:
     decisions = [
-        decide(Evidence(f"test/t.py::T::test_a[dtype={d}]", ops=("aten::add",)))
+        decide(Evidence(f"test/t.py::T::test_a[dtype={d}]", ops=("aten::add",), ops_declared=True))
         for d in ("float32", "int64")
     ] + [
-        decide(Evidence("test/t.py::T::test_b[dtype=float32]", ops=("aten::mm",))),
+        decide(
+            Evidence("test/t.py::T::test_b[dtype=float32]", ops=("aten::mm",), ops_declared=True)
+        ),
         decide(
             Evidence(
                 "test/t.py::T::test_b[dtype=float64]",
                 dtypes=("float64",),
+                ops=("aten::mm",),
                 missing_dtypes=("float64",),
             )
         ),
@@ -258,7 +263,7 @@ def test_replayed_calls_decide_between_declared_ops_and_mandatory() -> None:
     ops = ("aten::abs.out", "aten::add.Tensor", "aten::exp", "aten::sub.Tensor")
 
     def d(*faults: tuple[str, str, str], **kw: object) -> tuple[str, str]:
-        got = decide(Evidence("v", ops=ops, replay=faults, **kw))  # type: ignore[arg-type]
+        got = decide(Evidence("v", ops=ops, replay=faults, ops_declared=True, **kw))  # type: ignore[arg-type]
         return got.mode, got.reason
 
     assert d() == ("mandatory_success", "ops_supported")
@@ -271,9 +276,14 @@ def test_replayed_calls_decide_between_declared_ops_and_mandatory() -> None:
     assert d(CRASH, missing_dtypes=("int64",))[1] == "dtype_unsupported:int64"
     bad = Result("failed", "RuntimeError:1", "RuntimeError: x")
     assert d(CRASH, observed=[bad]) == ("xfail_strict", "observed_fail:RuntimeError:1")
-    # a misbehaving call is evidence even where the op set may differ per device
+    # a misbehaving call is evidence even where the op set may differ per device,
+    # but a crash or hang of a call it may not make there is no skip: it runs
     assert d(OFF, ops_uncertain="device branch") == ("xfail", "replay_mismatch:aten::exp")
-    why = decide(Evidence("v", ops=ops, replay=(CRASH, HANG, FAIL, OFF))).evidence
+    assert d(CRASH, ops_uncertain="device branch") == ("xfail", "replay_crashed:aten::abs.out")
+    assert d(HANG, ops_uncertain="varies") == ("xfail", "replay_timeout:aten::sub.Tensor")
+    why = decide(
+        Evidence("v", ops=ops, ops_declared=True, replay=(CRASH, HANG, FAIL, OFF))
+    ).evidence
     assert why[0] == "replayed call of aten::abs.out crashed: the process died: SIGSEGV"
     assert why[-1] == "and 1 more replayed calls misbehaved"
 

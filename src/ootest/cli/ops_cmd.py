@@ -568,8 +568,10 @@ def replay(args: argparse.Namespace) -> int:
         write_replay(args.out, rep)  # what was done is kept, whatever stopped it
     counts = rep.counts()
     presumed = sum(1 for r in rep.results.values() if r.get("presumed"))
+    raised = sum(1 for r in rep.results.values() if r.get("error_path"))
     con.print(
         ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+        + (f" ({raised} of the ok raise on the device as on the CPU)" if raised else "")
         + (f" ({presumed} of them presumed, not run)" if presumed else "")
         + f"; written to {_esc(args.out)}"
     )

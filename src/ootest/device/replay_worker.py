@@ -140,7 +140,10 @@ def replay_one(
 ) -> dict[str, Any]:
     """One example: ``status`` ok | failed | mismatch | unusable, and what was seen.
     ``on_device`` is called right before the op runs on the device (after the call
-    was rebuilt and run on the CPU): a crash or hang from there on is the device's."""
+    was rebuilt and run on the CPU): a crash or hang from there on is the device's.
+    A call that raises on the CPU is an error path: ``ok`` (``error_path``) when the
+    device raises alike, ``failed`` when it raises something else, ``mismatch``
+    when it returns; both exceptions are recorded (``_error_path``)."""
     import torch
 
     try:
@@ -156,19 +159,24 @@ def replay_one(
     except Exception as e:
         return {"status": "unusable", "detail": f"cannot rebuild the call: {type(e).__name__}: "
                 f"{_short(str(e))}"}  # fmt: skip
+    cpu_error: Exception | None = None
     try:
         cout = op(*cargs, **ckw)
-    except Exception as e:
-        return {"status": "unusable", "detail": f"fails on the CPU too: {type(e).__name__}: "
-                f"{_short(str(e))}"}  # fmt: skip
+    except Exception as e:  # an error path: the device must raise alike (below)
+        cpu_error = e
     if on_device is not None:
         on_device()
     start = time.perf_counter()
     try:
         dout = op(*dargs, **dkw)
     except Exception as e:
+        if cpu_error is not None:
+            return _error_path(cpu_error, e)
         return {"status": "failed", "error": type(e).__name__, "detail": _short(str(e))}
     took = time.perf_counter() - start
+    if cpu_error is not None:
+        return {"status": "mismatch", "cpu_error": _what(cpu_error),
+                "detail": f"the CPU raised {_what(cpu_error)}; the device returned"}  # fmt: skip
     name = str(rec["op"]).partition("::")[2].partition(".")[0]
     values = not (
         name.startswith(_UNDEFINED)
@@ -197,6 +205,25 @@ def replay_one(
     if diff is not None:
         return {"status": "mismatch", "detail": diff}
     return {"status": "ok", "seconds": round(took, 6)}
+
+
+def _what(e: BaseException) -> str:
+    return f"{type(e).__name__}: {_short(str(e))}"
+
+
+def _error_path(cpu: Exception, dev: Exception) -> dict[str, Any]:
+    """A call that raised on both sides (Note [Replaying calls]): alike when the
+    device's exception is of the CPU's class or a subclass of it (by the MRO:
+    ``NotImplementedError``, a missing kernel's, is a ``RuntimeError``), which is
+    what a test expecting the CPU's exception accepts. The messages are not
+    compared (a test matching one may still fail: refinement sees it)."""
+    both = {"cpu_error": _what(cpu), "error": type(dev).__name__, "device_error": _what(dev)}
+    if isinstance(dev, type(cpu)):
+        sides = f"{type(cpu).__name__} on the CPU, {type(dev).__name__} on the device"
+        detail = f"error path: raises on the device as on the CPU ({sides})"
+        return {"status": "ok", "error_path": True, **both, "detail": detail}
+    detail = f"{_short(str(dev))} (the CPU raised {_what(cpu)}, which {type(dev).__name__} is not)"
+    return {"status": "failed", **both, "detail": detail}
 
 
 def main(argv: list[str]) -> int:

@@ -11,13 +11,18 @@ device with the same values, runs the op on both and compares with
 ``torch.testing.assert_close``'s default tolerances:
 
 - ``ok``: same shapes, dtypes and values (values are not compared for ops whose
-  results are not defined by their inputs: seeded random ops, ``empty``...);
-- ``failed``: the op raised on the device (its exception type and first line);
-- ``mismatch``: it returned something else (which result, greatest differences);
+  results are not defined by their inputs: seeded random ops, ``empty``...); or
+  an error path: it raised on the CPU and on the device an exception of the
+  CPU's class or a subclass (``NotImplementedError`` is a ``RuntimeError``), as a
+  test expecting it accepts (``"error_path": true``, both exceptions recorded);
+- ``failed``: the op raised on the device (its exception type and first line;
+  when the CPU raised too, an exception that is not of the CPU's class);
+- ``mismatch``: it returned something else (which result, greatest differences),
+  or returned where the CPU raised;
 - ``crashed``: the worker process died in this call (its signal);
 - ``timeout``: the call did not return within ``--timeout`` seconds;
-- ``unusable``: no evidence either way (the call fails on the CPU too, e.g. a
-  rebuilt index out of range; the op does not exist in this torch; too large).
+- ``unusable``: no evidence either way (the CPU reference died or hung; the call
+  cannot be rebuilt; the op does not exist in this torch; too large).
 
 Calls run in a worker process (``ootest.device.replay_worker``) that writes
 which call it begins before it runs it; a crash or a hang costs that call and a
@@ -100,6 +105,34 @@ def signature_of(call: str) -> str:
         kwargs = spec.get("kwargs")
         walk(list(kwargs.values()) if isinstance(kwargs, dict) else None)
     except (ValueError, RecursionError):  # garbled or nested past any real call
+        return "?"
+    return ",".join(sorted(found))
+
+
+def recorded_signature(call: str) -> str:
+    """The dtype signature op capture recorded for a call example (Note [Call dtypes]):
+    the distinct dtypes of its tensors on the device (in the arguments and one list
+    deep) and a factory's ``dtype=`` when its ``device=`` is the device, sorted and
+    comma-joined; "?" for a call that cannot be read. It matches the op map's
+    ``call_sig`` rows, so a replay can tell which recorded signatures it ran."""
+    found: set[str] = set()
+
+    def tensors(items: Any) -> None:
+        for a in items:
+            for b in a if isinstance(a, list) else [a]:
+                if isinstance(b, dict) and "T" in b and b.get("dev"):
+                    found.add(str(b["T"]))
+
+    try:
+        spec = json.loads(call)
+        args, kwargs = spec.get("args") or [], spec.get("kwargs") or {}
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            return "?"
+        tensors(args)
+        if kwargs.get("device") == {"device": True} and isinstance(kwargs.get("dtype"), dict):
+            found.add(str(kwargs["dtype"].get("dtype")))
+        tensors(v for k, v in kwargs.items() if k != "device")
+    except (ValueError, AttributeError, TypeError, RecursionError):
         return "?"
     return ",".join(sorted(found))
 

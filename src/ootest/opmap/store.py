@@ -874,6 +874,25 @@ class OpStore:
                 out[str(vid)] = tuple(str(k) for _, k in group)
         return out
 
+    def call_signatures(
+        self, only: Collection[str] | None = None
+    ) -> dict[str, dict[str, frozenset[str]]]:
+        """Per variant with recorded signatures (Note [Call dtypes]): per op, the
+        distinct dtype signatures of its calls (``float32,int64``)."""
+        rows = self._conn.execute(
+            "SELECT v.variant_id, o.name, s.dtypes FROM call_sig cs "
+            "JOIN variant v ON v.id = cs.variant JOIN op o ON o.id = cs.op "
+            "JOIN sig s ON s.id = cs.sig ORDER BY v.variant_id"
+        )
+        out: dict[str, dict[str, frozenset[str]]] = {}
+        for vid, group in groupby(rows, key=itemgetter(0)):
+            if only is None or vid in only:
+                per: dict[str, set[str]] = {}
+                for _, op, sig in group:
+                    per.setdefault(str(op), set()).add(str(sig))
+                out[str(vid)] = {op: frozenset(v) for op, v in per.items()}
+        return out
+
     def _ops_by_variant(self) -> dict[int, set[str]]:
         """Every variant's ops in any mode (names shared, not copied per variant)."""
         names = dict(self.all_ops())

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,21 +207,24 @@ def gather(
     cpu = _results(sources.reference)
     seen = _results(sources.results)
     ops_of: dict[str, OpEvidence] = {}
-    replayed: dict[str, tuple[tuple[str, str, str], ...]] = {}
-    worked: dict[str, frozenset[str]] = {}
+    replay: dict[str, Replayed] = {}
     if sources.ops is not None:
         only = {c.variant_id for c in candidates}
         ops_of = _op_map(sources.ops, only)
         if sources.replay is not None:
-            replayed, worked = replay_faults(sources.ops, sources.replay, only)
+            replay = replayed(sources.ops, sources.replay, only)
     elif sources.replay is not None:
         raise UserError(
             f"--replay {sources.replay}: the replayed calls are the op map's; pass --ops DB too"
         )
     out: list[Evidence] = []
     covers = support.covers
+    nothing = Replayed()
     for c in candidates:
-        ev = Evidence(c.variant_id, dtypes=c.dtypes)
+        # without a support source no op is known to be supported or missing
+        ev = Evidence(c.variant_id, dtypes=c.dtypes, ops_declared=callable(covers))
+        rp = replay.get(c.variant_id, nothing)
+        raised: set[str] = set()
         file = c.variant_id.partition("::")[0]
         if scope is not None and file not in scope:
             ev.out_of_scope = "file not in scope"
@@ -237,17 +240,27 @@ def gather(
                 # an op not declared whose every call here replayed as on the CPU
                 # works on the device (a device-independent kernel of torch's, or a
                 # declaration that left it out): the replay is the evidence
-                ok = worked.get(c.variant_id, frozenset())
-                ev.missing_ops = tuple(o for o in missing if o not in ok)
-                ev.replay_covered = tuple(o for o in missing if o in ok)
+                ev.missing_ops = tuple(o for o in missing if o not in rp.ops)
+                ev.replay_covered = tuple(o for o in missing if o in rp.ops)
+                raised.update(o for o in ev.replay_covered if rp.ops[o])
             if uncertain is None and calls is not None:
                 # the dtypes each call saw (Note [Call dtypes]) decide, not the dtype
                 # axis: a test may ignore its dtype argument (float64 in the name,
                 # float32 tensors on the device)
-                ev.missing_dtypes, ev.dtype_rule = _call_dtypes(calls, support)
-            elif not ev.missing_dtypes and uncertain is None and support.op_dtypes:
-                ev.missing_dtypes, ev.dtype_rule = _op_dtypes(ops, c.dtypes, support.op_dtypes)
-        ev.replay = replayed.get(c.variant_id, ())
+                ev.missing_dtypes, ev.dtype_rule, ev.replay_dtypes, by = _call_dtypes(
+                    calls, support, rp.pairs
+                )
+                raised.update(by)
+            else:
+                if not ev.missing_dtypes and uncertain is None and support.op_dtypes:
+                    ev.missing_dtypes, ev.dtype_rule = _op_dtypes(ops, c.dtypes, support.op_dtypes)
+                if uncertain is None and ev.missing_dtypes and ops and set(ops) <= set(rp.ops):
+                    # no call dtypes: the dtype axis stands for them, and every
+                    # recorded call of the variant replayed as on the CPU
+                    ev.replay_dtypes, ev.missing_dtypes, ev.dtype_rule = ev.missing_dtypes, (), None
+                    raised.update(o for o in ops if rp.ops[o])
+        ev.replay = rp.faults
+        ev.replay_raised = tuple(sorted(raised))
         cpu_runs = cpu.get(c.variant_id)
         ev.cpu = cpu_runs[-1] if cpu_runs else None
         ev.observed = seen.get(c.variant_id, [])
@@ -273,13 +286,19 @@ def _op_dtypes(
 
 
 def _call_dtypes(
-    calls: tuple[tuple[str, str], ...], support: Support
-) -> tuple[tuple[str, ...], str | None]:
+    calls: tuple[tuple[str, str], ...],
+    support: Support,
+    replayed: Mapping[tuple[str, str], bool] | None = None,
+) -> tuple[tuple[str, ...], str | None, tuple[str, ...], tuple[str, ...]]:
     """The dtypes the variant's calls on the device saw that the backend does not
     declare for those ops (an op's own rule first, else the device's dtypes), and
-    which call saw which (``aten::mm saw int64: mm is declared for ... only``)."""
+    which call saw which (``aten::mm saw int64: mm is declared for ... only``);
+    then the undeclared dtypes all of whose calls ``replayed`` as on the CPU (per
+    (op, dtype): whether one of them raised on both sides), and the ops of those
+    calls that raised (Note [Replaying calls])."""
     missing: list[str] = []
     notes: list[str] = []
+    lifted: dict[str, set[str]] = {}  # dtype -> ops whose calls in it raised alike
     for op, dtype in calls:
         rule: str | None = None
         allowed = support.dtypes
@@ -289,13 +308,19 @@ def _call_dtypes(
                 break
         if allowed is None or dtype in allowed:
             continue
+        if replayed is not None and (op, dtype) in replayed:
+            lifted.setdefault(dtype, set()).update([op] if replayed[(op, dtype)] else [])
+            continue
         if dtype not in missing:
             missing.append(dtype)
         notes.append(f"{op} saw {dtype}: {rule or 'the device does not declare it'}")
+    # a dtype is lifted only when none of its undeclared calls is left
+    ok = tuple(sorted(d for d in lifted if d not in missing))
+    raised = tuple(sorted({o for d in ok for o in lifted[d]}))
     if not notes:
-        return (), None
+        return (), None, ok, raised
     more = f"; and {len(notes) - 3} more" if len(notes) > 3 else ""
-    return tuple(missing), "; ".join(notes[:3]) + more
+    return tuple(missing), "; ".join(notes[:3]) + more, ok, raised
 
 
 #: Per variant in the op map: (its ops, why its op set is uncertain or None, how it
@@ -321,36 +346,102 @@ def _op_map(path: Path, only: Collection[str] | None = None) -> dict[str, OpEvid
     return out
 
 
-def replay_faults(
-    ops: Path, replay: Path, only: Collection[str] | None = None
-) -> tuple[dict[str, tuple[tuple[str, str, str], ...]], dict[str, frozenset[str]]]:
-    """Per variant, its recorded calls that misbehaved in the replay: (status, op,
-    what happened), worst first; and the ops all of whose recorded calls replayed
-    ``ok`` (Note [Replaying calls])."""
-    from ootest.opmap.replay import FAULTS, read_replay
+#: One distinct recorded call in the replay: (op, the dtypes of its device tensors,
+#: whether it replayed as on the CPU, whether it raised alike (an error path), its
+#: recorded signature, its fault (status, op, what happened) or None).
+_Call = tuple[str, frozenset[str], bool, bool, str, "tuple[str, str, str] | None"]
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """What the replay says of one variant's recorded calls (Note [Replaying calls])."""
+
+    #: its calls that misbehaved: (status, op, what happened), worst first
+    faults: tuple[tuple[str, str, str], ...] = ()
+    #: the ops all of whose recorded calls replayed as on the CPU -> whether one of
+    #: them raised on the device as on the CPU (an error path)
+    ops: Mapping[str, bool] = field(default_factory=dict)
+    #: the same per (op, dtype): the calls of the op with that dtype on the device
+    pairs: Mapping[tuple[str, str], bool] = field(default_factory=dict)
+    #: its calls written down (replayed or not), each as ``_Call``
+    calls: tuple[_Call, ...] = ()
+
+    @property
+    def seen(self) -> frozenset[tuple[str, str]]:
+        """Every (op, dtype) of its calls written down."""
+        return frozenset((c[0], d) for c in self.calls for d in c[1])
+
+
+def replayed(ops: Path, replay: Path, only: Collection[str] | None = None) -> dict[str, Replayed]:
+    """Per variant with call examples, what the replay says of its calls.
+
+    A call is taken as working when its result is ``ok`` (an error path included);
+    a call the replay has no result for (a stopped replay, ``complete: false``) is
+    unknown: it lifts nothing and skips nothing. An op (or an op in a dtype) works
+    when it has replayed calls, all working, and each dtype signature the op map
+    recorded for it (Note [Call dtypes]) has a replayed call: a call that could not
+    be written down was not replayed, so it proves nothing."""
+    from ootest.opmap.replay import FAULTS, read_replay, recorded_signature
     from ootest.opmap.store import OpStore
 
     rep = read_replay(replay)
     with OpStore.open(ops) as store:
         keys = store.example_keys(only)
-    bad: dict[str, tuple[str, str, str]] = {}
-    for key, r in rep.results.items():
-        if r["status"] in FAULTS:
-            what = (f"{r['error']}: " if r.get("error") else "") + str(r.get("detail", ""))
-            bad[key] = (str(r["status"]), str(r.get("op", "")), what)
-    status = {k: (str(r.get("op", "")), str(r["status"])) for k, r in rep.results.items()}
-    out: dict[str, tuple[tuple[str, str, str], ...]] = {}
-    worked: dict[str, frozenset[str]] = {}
+        signed = store.call_signatures(only)
+        # each distinct call once: (op, its dtypes, status, raised alike, signature, fault)
+        calls: dict[str, _Call] = {}
+        for key, op, call in store.examples():
+            r = rep.results.get(key)
+            status = "unknown" if r is None else str(r["status"])
+            fault = None
+            if r is not None and status in FAULTS:
+                what = (f"{r['error']}: " if r.get("error") else "") + str(r.get("detail", ""))
+                fault = (status, op, what)
+            sig = recorded_signature(call)
+            dtypes = frozenset(d for d in sig.split(",") if d)
+            raised = bool(r is not None and r.get("error_path"))
+            calls[key] = (op, dtypes, status == "ok", raised, sig, fault)
+    out: dict[str, Replayed] = {}
     for vid, ks in keys.items():
-        found = {bad[k] for k in ks if k in bad}
-        if found:
-            out[vid] = tuple(sorted(found, key=lambda f: (FAULTS.index(f[0]), f[1], f[2])))
-        seen: dict[str, bool] = {}
-        for k in ks:
-            op, st = status.get(k, ("", "missing"))
-            if op:
-                seen[op] = seen.get(op, True) and st == "ok"
-        good = frozenset(op for op, all_ok in seen.items() if all_ok)
-        if good:
-            worked[vid] = good
-    return out, worked
+        mine = tuple(calls[k] for k in ks if k in calls)
+        by_op: dict[str, list[_Call]] = {}
+        for c in mine:
+            f = by_op.get(c[0])
+            if f is None:
+                by_op[c[0]] = [c]
+            else:
+                f.append(c)
+        works: dict[str, bool] = {}
+        pairs: dict[tuple[str, str], bool] = {}
+        recorded = signed.get(vid, {})
+        for op, found in by_op.items():
+            want = recorded.get(op, frozenset())
+            if len(found) == 1 and found[0][2] and want <= {found[0][4]}:
+                c = found[0]  # the common case: one call, as on the CPU, every signature
+                works[op] = c[3]
+                for d in c[1]:
+                    pairs[(op, d)] = c[3]
+                continue
+            if all(c[2] for c in found) and want <= {c[4] for c in found}:
+                works[op] = any(c[3] for c in found)
+            for d in {d for c in found for d in c[1]}:
+                made = [c for c in found if d in c[1]]
+                need = {s for s in want if d in s.split(",")}
+                if all(c[2] for c in made) and need <= {c[4] for c in made}:
+                    pairs[(op, d)] = any(c[3] for c in made)
+        bad = {c[5] for c in mine if c[5] is not None}
+        faults = tuple(sorted(bad, key=lambda f: (FAULTS.index(f[0]), f[1], f[2]))) if bad else ()
+        out[vid] = Replayed(faults, works, pairs, mine)
+    return out
+
+
+def replay_faults(
+    ops: Path, replay: Path, only: Collection[str] | None = None
+) -> tuple[dict[str, tuple[tuple[str, str, str], ...]], dict[str, frozenset[str]]]:
+    """Per variant, its recorded calls that misbehaved in the replay: (status, op,
+    what happened), worst first; and the ops all of whose recorded calls replayed
+    ``ok`` (``replayed``, Note [Replaying calls])."""
+    got = replayed(ops, replay, only)
+    faults = {v: r.faults for v, r in got.items() if r.faults}
+    worked = {v: frozenset(r.ops) for v, r in got.items() if r.ops}
+    return faults, worked

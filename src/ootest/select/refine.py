@@ -49,7 +49,7 @@ def sidecar_path(config: Path) -> Path:
 
 def evidence_row(ev: Evidence, d: Decision, fingerprint: str) -> dict[str, Any]:
     evidence = asdict(ev)
-    for key in ("replay", "replay_covered"):
+    for key in ("replay", "replay_covered", "replay_dtypes", "replay_raised"):
         if not evidence[key]:
             del evidence[key]  # written only where a replay said something
     return {"decision": asdict(d), "evidence": evidence, "fingerprint": fingerprint}
@@ -80,6 +80,10 @@ def read_sidecar(path: Path) -> list[tuple[Evidence, Decision, str]]:
                     "observed": [Result(**r) for r in raw["observed"]],
                     "replay": tuple(tuple(f) for f in raw.get("replay", ())),
                     "replay_covered": tuple(raw.get("replay_covered", ())),
+                    "replay_dtypes": tuple(raw.get("replay_dtypes", ())),
+                    "replay_raised": tuple(raw.get("replay_raised", ())),
+                    # lines written before it was recorded were decided as declared
+                    "ops_declared": bool(raw.get("ops_declared", True)),
                 }
             )
             d = row["decision"]

@@ -24,13 +24,15 @@ The evidence of a variant, in the order it is trusted (DESIGN.md 7.1):
 7. **replayed calls** (``ootest ops replay``, Note [Replaying calls]): an op the
    backend does not declare but whose every recorded call of the variant replayed
    as on the CPU is taken as supported (torch's device-independent kernel of
-   ``detach`` runs on any backend); a call the
-   variant makes that killed the replay's process or hung is ``skip``
-   (``replay_crashed:<op>``, ``replay_timeout:<op>``); one that raised or returned
+   ``detach`` runs on any backend), and so is an undeclared dtype all of whose
+   recorded calls in the variant did; a call the variant makes that killed the
+   replay's process or hung is ``skip`` (``replay_crashed:<op>``,
+   ``replay_timeout:<op>``; ``xfail`` when its op set is uncertain); one that raised or returned
    other values than on the CPU is ``xfail`` (``replay_failed:<op>``,
    ``replay_mismatch:<op>``): it runs, is not required to pass, and refinement
    promotes it after clean passes like ``no_evidence``;
-8. all ops declared and no replayed call misbehaving: ``mandatory_success`` (``ops_supported``);
+8. all ops declared (a support source declares ops at all) and no replayed call
+   misbehaving: ``mandatory_success`` (``ops_supported``);
    a variant that calls no device op and passed on the reference device:
    ``mandatory_success`` (``no_device_ops``); one that failed on the reference
    device with every op present: ``xfail`` (``reference_fail:<signature>``);
@@ -39,7 +41,21 @@ The evidence of a variant, in the order it is trusted (DESIGN.md 7.1):
 
 Unknown means run it: an op set the op map marks uncertain (the test branches on
 the device, or two captures disagree) or no op evidence at all never gives a
-skip; it gives ``no_evidence``. A model judge may only fill that last bucket.
+skip, whatever else is known (an undeclared dtype, a missing op, a replayed call
+that crashed or hung: such a variant runs, ``xfail``); it gives ``no_evidence``
+(or the replay's reason as ``xfail``). Nothing declared is no evidence either:
+without a support source (``Evidence.ops_declared`` false) no op is known to be
+supported, so ``ops_supported`` is never given. A replayed call without a result
+(a stopped replay) is unknown: it lifts no gate and skips nothing. A model judge
+may only fill the ``no_evidence`` bucket.
+
+Evidence beats declarations both ways: an op or a dtype the backend does not
+declare whose every recorded call in the variant replayed as on the CPU counts as
+supported (``replay_covered``, ``replay_dtypes``), and a declared one whose call
+misbehaved in the replay never makes the variant mandatory. A call that raises on
+the CPU and raises on the device an exception of the same class or a subclass
+(``NotImplementedError`` is a ``RuntimeError``) behaves as on the CPU: an error
+path, which a test that expects the exception passes (``replay_raised``).
 """
 
 from __future__ import annotations
@@ -81,6 +97,15 @@ class Evidence:
     #: ops not declared whose every recorded call of the variant replayed as on
     #: the CPU: taken as supported (Note [Replaying calls])
     replay_covered: tuple[str, ...] = ()
+    #: a support source declared the backend's ops: without one no op is known to
+    #: be supported or missing (``select run`` with neither --device nor --supported)
+    ops_declared: bool = False
+    #: dtypes not declared whose every recorded call of the variant in them replayed
+    #: as on the CPU: taken as supported (Note [Replaying calls])
+    replay_dtypes: tuple[str, ...] = ()
+    #: of the ops and dtypes the replay lifted, those with a call that raised on the
+    #: device as on the CPU (an error path: the test expects the exception)
+    replay_raised: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,7 +149,10 @@ def decide(ev: Evidence) -> Decision:
         return Decision(vid, "skip", f"out_of_scope:{ev.out_of_scope}")
     if ev.upstream_skip:
         return Decision(vid, "skip", "upstream_skip", (ev.upstream_skip,))
-    if ev.missing_dtypes:
+    # only a certain op set may skip on what the backend declares: a test that
+    # branches on the device (or was never captured) may call other ops and dtypes
+    certain = ev.ops is not None and ev.ops_uncertain is None
+    if certain and ev.missing_dtypes:
         return Decision(
             vid,
             "skip",
@@ -134,7 +162,8 @@ def decide(ev: Evidence) -> Decision:
                 + (f" ({ev.dtype_rule})" if ev.dtype_rule else ""),
             ),
         )
-    if ev.ops is not None and ev.ops_uncertain is None and ev.missing_ops:
+    if certain and ev.ops_declared and ev.missing_ops:
+        assert ev.ops is not None
         return Decision(
             vid,
             "skip",
@@ -142,8 +171,9 @@ def decide(ev: Evidence) -> Decision:
             (f"calls {len(ev.ops)} ops; not declared: {', '.join(ev.missing_ops)}",),
         )
     if ev.replay:
-        return _replayed(ev)
-    if ev.ops is not None and ev.ops_uncertain is None:
+        return _replayed(ev, certain)
+    if certain and ev.ops_declared:
+        assert ev.ops is not None
         passes = sum(1 for r in ev.observed if r.outcome in _GOOD)
         note = f"; passed {passes}x on the device" if passes else ""
         if ev.ops:
@@ -153,35 +183,62 @@ def decide(ev: Evidence) -> Decision:
                 "ops_supported",
                 (f"all {len(ev.ops)} ops it calls are declared{_covered(ev)}{note}",),
             )
-        if ref is not None and ref.outcome in _GOOD:
-            return Decision(
-                vid,
-                "mandatory_success",
-                "no_device_ops",
-                ("calls no op on the device and passed on the reference device" + note,),
-            )
-    why = "not in the op map"
-    if ev.ops_uncertain:
+    if certain and not ev.ops and ref is not None and ref.outcome in _GOOD:
+        # no op on the device: what the backend declares does not matter
+        passes = sum(1 for r in ev.observed if r.outcome in _GOOD)
+        note = f"; passed {passes}x on the device" if passes else ""
+        return Decision(
+            vid,
+            "mandatory_success",
+            "no_device_ops",
+            ("calls no op on the device and passed on the reference device" + note,),
+        )
+    return Decision(vid, "xfail", "no_evidence", (_unknown(ev),))
+
+
+def _unknown(ev: Evidence) -> str:
+    """Why nothing decides the variant, and what is known but did not decide it."""
+    if ev.ops is None:
+        why = "not in the op map"
+    elif ev.ops_uncertain:
         why = "op set may differ per device: " + ev.ops_uncertain
-    elif ev.ops is not None:
+    elif not ev.ops:
         why = "calls no op on the device; no reference outcome"
-    return Decision(vid, "xfail", "no_evidence", (why,))
+    else:
+        why = f"calls {len(ev.ops)} ops, but the backend declares none (nothing declared)"
+    if ev.missing_dtypes:
+        dts = ", ".join(ev.missing_dtypes)
+        why += f"; dtypes not declared: {dts} (no skip without a certain op set)"
+    if ev.missing_ops and ev.ops_declared:
+        why += f"; not declared: {', '.join(ev.missing_ops)}"
+    return why
 
 
-#: reasons refinement may promote to mandatory after clean passes
-PROMOTABLE = ("no_evidence", "replay_failed:", "replay_mismatch:")
+#: reasons refinement may promote to mandatory after clean passes (a replayed crash
+#: or hang of a variant whose op set is uncertain runs, as xfail)
+PROMOTABLE = (
+    "no_evidence",
+    "replay_failed:",
+    "replay_mismatch:",
+    "replay_crashed:",
+    "replay_timeout:",
+)
 
 
 def promotable(reason: str) -> bool:
     return reason.startswith(PROMOTABLE)
 
 
-def _replayed(ev: Evidence) -> Decision:
+def _replayed(ev: Evidence, certain: bool) -> Decision:
     status, op, _ = ev.replay[0]
-    mode = "skip" if status in ("crashed", "timeout") else "xfail"
+    fatal = status in ("crashed", "timeout")
+    # a crash or hang skips only a variant certain to make that call
+    mode = "skip" if fatal and certain else "xfail"
     notes = [f"replayed call of {o} {s}: {_cut(what)}" for s, o, what in ev.replay[:3]]
     if len(ev.replay) > 3:
         notes.append(f"and {len(ev.replay) - 3} more replayed calls misbehaved")
+    if fatal and not certain:
+        notes.append(f"runs all the same: {_unknown(ev)}")
     return Decision(ev.variant_id, mode, f"replay_{status}:{op}", tuple(notes))
 
 
@@ -190,6 +247,14 @@ def _cut(text: str, width: int = 120) -> str:
 
 
 def _covered(ev: Evidence) -> str:
-    if not ev.replay_covered:
-        return ""
-    return f" or replayed as on the CPU ({', '.join(ev.replay_covered)})"
+    out = ""
+    if ev.replay_covered:
+        out = f" or replayed as on the CPU ({', '.join(ev.replay_covered)})"
+    if ev.replay_dtypes:
+        out += (
+            f"; dtypes not declared but every call in them replayed as on the CPU: "
+            f"{', '.join(ev.replay_dtypes)}"
+        )
+    if ev.replay_raised:
+        out += f"; error path: raises on the device as on the CPU ({', '.join(ev.replay_raised)})"
+    return out

@@ -374,10 +374,11 @@ def _row(
         evidence["replay"] = [list(f) for f in ev.replay]
     else:
         del evidence["replay"]  # as evidence_row: only where a replay said something
-    if ev.replay_covered:
-        evidence["replay_covered"] = list(ev.replay_covered)
-    else:
-        del evidence["replay_covered"]
+    for key in ("replay_covered", "replay_dtypes", "replay_raised"):
+        if evidence[key]:
+            evidence[key] = list(evidence[key])
+        else:
+            del evidence[key]
     row = {
         "changed": list(changed),
         "decision": dict(vars(d)),
@@ -549,22 +550,28 @@ def upgrade(
 def _replay_moved(config: Path, sources: Sources) -> set[str]:
     """The variants whose replay evidence the replay file changes (Note [Incremental
     selection]): none when it is the replay the config names in its header."""
-    from ootest.select.gather import replay_faults
+    from ootest.select.gather import Replayed, replayed
     from ootest.select.writer import REPLAY_LINE, file_digest
 
     assert sources.ops is not None and sources.replay is not None
     head = _read(config).split("test_suite_config:", 1)[0]
     if f"# {REPLAY_LINE}{file_digest(sources.replay)}\n" in head:
         return set()
-    faults, worked = replay_faults(sources.ops, sources.replay)
+    got = replayed(sources.ops, sources.replay)
     moved: set[str] = set()
     for ev, _d, _fp in read_sidecar(sidecar_path(config)):
         vid = ev.variant_id
-        ok = worked.get(vid, frozenset())
+        rp = got.get(vid, Replayed())
         undeclared = sorted({*ev.missing_ops, *ev.replay_covered})
-        covered = [o for o in undeclared if o in ok]
-        if ev.replay != faults.get(vid, ()) or sorted(ev.replay_covered) != covered:
+        covered = [o for o in undeclared if o in rp.ops]
+        if ev.replay != rp.faults or sorted(ev.replay_covered) != covered:
             moved.add(vid)
+        # an undeclared dtype the replay now lifts, or no longer does (its calls
+        # written down in that dtype: all working, or not)
+        for d in {*ev.missing_dtypes, *ev.replay_dtypes}:
+            calls = [c for c in rp.seen if c[1] == d]
+            if calls and all(c in rp.pairs for c in calls) != (d in ev.replay_dtypes):
+                moved.add(vid)
     return moved
 
 
