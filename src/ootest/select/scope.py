@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ootest.errors import UserError
-from ootest.select.gather import DEVICE_GATES
+from ootest.select.gates import gate
 
 AREAS = ("ops", "autograd", "compile", "distributed", "sparse", "quantized", "nested")
 #: Areas whose tests are device-generic: a file counts only with tests for the device.
@@ -321,7 +321,7 @@ def file_info(key: str, data: bytes, device_name: str) -> FileInfo:
 
 def _limited(k: Any, device_name: str) -> str | None:
     for d in k.decorators:
-        if DEVICE_GATES.match(d.name.rpartition(".")[2]):
+        if gate(str(d), device_name) is not None:
             return f"@{d.name} keeps it off the device"
     mine = {"privateuse1", device_name.lower()}
     for inst in k.instantiations:
