@@ -60,7 +60,9 @@ def add_parser(sub: Any) -> None:
         metavar="JSONL",
         help="the op map's calls replayed on the device (ootest ops replay; needs --ops)",
     )
-    r.add_argument("--scope", type=Path, metavar="FILE", help="file keys in scope, one a line")
+    r.add_argument(
+        "--scope", type=Path, metavar="FILE", help="select scope output, or file keys (!KEY: out)"
+    )
     r.add_argument(
         "--root-var",
         default="TORCH_ROOT",
@@ -192,6 +194,8 @@ def run(args: argparse.Namespace) -> int:
     sources = Sources(args.memory, args.ops, args.reference, args.results, args.replay)
     evidence = gather(cands, sources, support, scope)
     _scope_areas(evidence, areas)
+    if scope is not None:
+        _say_unknown(args.scope, scope.unknown(c.variant_id.partition("::")[0] for c in cands))
     rows = [(ev, decide(ev)) for ev in evidence]
     model = "none"
     extra: dict[str, dict[str, Any]] = {}
@@ -450,14 +454,27 @@ def _add_enable_and_scope(ssub: Any) -> None:
     s.set_defaults(func=scope)
 
 
-def _scope(path: Path | None) -> tuple[set[str] | None, dict[str, str], str]:
-    """The file keys in scope, per excluded file its area, and the preferences'
-    notes: from the YAML 'select scope' writes, or a list of file keys (one a line)."""
+def _scope(path: Path | None) -> tuple[Any, dict[str, str], str]:
+    """The scope (``select.scope.Scope``; None: all in), per excluded file its area,
+    and the preferences' notes: from the YAML 'select scope' writes, or a list of
+    file keys (one a line)."""
     if path is None:
         return None, {}, ""
     from ootest.select.scope import read_scope
 
     return read_scope(path)
+
+
+def _say_unknown(path: Path, unknown: list[str]) -> None:
+    """Files the scope neither lists nor excludes are decided as in scope: say so."""
+    if not unknown:
+        return
+    shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+    print(
+        f"ootest: scope: {len(unknown)} files are not named in {path} (added after it was "
+        f"written?); decided as in scope: {shown}",
+        file=sys.stderr,
+    )
 
 
 def _scope_areas(evidence: list[Any], areas: dict[str, str]) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Container, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,9 +188,10 @@ def _results(paths: Iterable[Path]) -> dict[str, list[Result]]:
 
 
 def gather(
-    candidates: list[Candidate], sources: Sources, support: Support, scope: set[str] | None
+    candidates: list[Candidate], sources: Sources, support: Support, scope: Container[str] | None
 ) -> list[Evidence]:
-    """The evidence of every candidate (``scope``: the file keys in scope, None: all)."""
+    """The evidence of every candidate (``scope``: which file keys are in scope,
+    ``select.scope.Scope``; None: all)."""
     cpu = _results(sources.reference)
     seen = _results(sources.results)
     ops_of: dict[str, OpEvidence] = {}

@@ -34,7 +34,7 @@ import json
 import os
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -490,7 +490,7 @@ def upgrade(
     out: Path,
     sources: Sources,
     support: Support,
-    scope: set[str] | None,
+    scope: Container[str] | None,
     provenance: Callable[[str], str],
     judge: Judging | None = None,
 ) -> Outcome:
