@@ -285,7 +285,8 @@ def test_refine_promotes_a_replay_xfail_that_passes_k_times() -> None:
     fail_ev = Evidence("v", ops=("aten::add.Tensor",), replay=(FAIL,), observed=good)
     assert refine_one(fail_ev, None, 2, 0.05).decision.reason == "observed_pass:2"
     crash_ev = Evidence("v", ops=("aten::abs.out",), replay=(CRASH,), observed=good[:1])
-    assert refine_one(crash_ev, None, 2, 0.05).decision.mode == "skip"  # never ran: stays
+    # one clean pass (an audit's) of a static skip: it runs until it has k
+    assert refine_one(crash_ev, None, 2, 0.05).decision.reason == "passed_on_device:1/2"
     one = Evidence("v", ops=("aten::add.Tensor",), replay=(FAIL,), observed=good[:1])
     assert refine_one(one, None, 2, 0.05).decision.reason == "replay_failed:aten::add.Tensor"
 

@@ -174,7 +174,7 @@ def _write(out: Path, text: str, sidecar: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ootest.select.gather import Sources, gather
-    from ootest.select.rules import decide
+    from ootest.select.refine import decide_seen
 
     if args.since is not None:
         return run_since(args)
@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     _scope_areas(evidence, areas)
     if scope is not None:
         _say_unknown(args.scope, scope.unknown(c.variant_id.partition("::")[0] for c in cands))
-    rows = [(ev, decide(ev)) for ev in evidence]
+    rows = [(ev, decide_seen(ev)) for ev in evidence]
     model = "none"
     extra: dict[str, dict[str, Any]] = {}
     if judging is not None:

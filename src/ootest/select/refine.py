@@ -5,8 +5,14 @@ Note [Refinement]
 the results of real runs to each variant's history and decides again with the
 same rules (Note [Selection rules]), plus:
 
-- ``no_evidence`` becomes ``mandatory_success`` only after ``k`` clean passes in
-  a row (``observed_pass:<k>``; default k = 2);
+- observed clean passes on the device are the strongest evidence: ``k`` clean
+  passes in a row (default k = 2: an audit's, a run's) make any skip or xfail
+  of the rules ``mandatory_success`` (``observed_pass:<k>``), a static skip
+  (``op_unsupported``, ``upstream_skip``, ``replay_crashed``...) included, its
+  evidence naming the decision it overrides; fewer make a static skip ``xfail``
+  (``passed_on_device:<n>/<k>``) so that it runs until it has them. Never
+  overridden: ``out_of_scope`` (the team's choice) and ``upstream_broken`` (the
+  CPU fails it too);
 - a model judge's decision (``judge:<bucket>``, Note [Model judge]) is kept while
   the rules still find no evidence and the device has no result for it;
 - a failure that is a numerical mismatch (``Tensor-likes are not close``) whose
@@ -135,15 +141,9 @@ def refine_one(
     if prior is not None and prior.source == "model" and d.reason == "no_evidence" and not runs:
         # the judge's accepted proposal stands until the device says otherwise
         return Refined(prior)
-    if (
-        promotable(d.reason)
-        and len(runs) >= k
-        and all(o in ("passed", "xpassed") for o in runs[-k:])
-    ):
-        return Refined(
-            Decision(ev.variant_id, "mandatory_success", f"observed_pass:{k}",
-                     (f"passed the last {k} runs on the device",), "refine")
-        )  # fmt: skip
+    passed = settle(ev, d, k)
+    if passed is not None:
+        return Refined(passed)
     if d.mode == "xfail_strict" and last is not None:
         prec = _precision(last, ev.dtypes, max_rtol)
         if prec is not None:
@@ -155,6 +155,48 @@ def refine_one(
     return Refined(
         Decision(d.variant_id, d.mode, d.reason, d.evidence, "refine" if runs else d.source)
     )
+
+
+#: Decisions clean passes on the device never override: the team's scope (a
+#: preference, not a prediction) and a failure of the CPU reference run.
+NOT_BY_PASSES = ("out_of_scope:", "upstream_broken:")
+
+
+def settle(ev: Evidence, d: Decision, k: int = 2) -> Decision | None:
+    """What clean passes on the device make of the rules' decision ``d`` (Note
+    [Refinement]): the strongest evidence, so ``k`` clean passes in a row make any
+    skip or xfail of the rules ``mandatory_success`` (``observed_pass:<k>``) and
+    fewer make a static skip run (``xfail``, ``passed_on_device:<n>/<k>``), each
+    with the decision they override in the evidence; None: nothing to change."""
+    if d.mode == "mandatory_success" or d.reason.startswith(NOT_BY_PASSES):
+        return None
+    n = 0
+    for r in reversed(ev.observed):
+        if r.outcome not in ("passed", "xpassed"):
+            break
+        n += 1
+    if n == 0:
+        return None
+    was = () if promotable(d.reason) else (f"overrides {d.reason}: {'; '.join(d.evidence)}",)
+    if n >= k:
+        return Decision(ev.variant_id, "mandatory_success", f"observed_pass:{k}",
+                        (f"passed the last {k} runs on the device", *was), "refine")  # fmt: skip
+    if d.mode != "skip":
+        return None  # it runs already; the next passes promote it
+    return Decision(
+        ev.variant_id,
+        "xfail",
+        f"passed_on_device:{n}/{k}",
+        (f"passed {n} clean run(s) on the device, {k} make it mandatory: it runs until then", *was),
+        "refine",
+    )
+
+
+def decide_seen(ev: Evidence, k: int = 2) -> Decision:
+    """The rules' decision, then what clean passes on the device make of it
+    (:func:`settle`): how ``select run --results`` and ``--since`` decide."""
+    d = decide(ev)
+    return settle(ev, d, k) or d
 
 
 def _precision(rec: dict[str, Any], dtypes: tuple[str, ...], max_rtol: float) -> Precision | None:

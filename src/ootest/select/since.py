@@ -50,7 +50,7 @@ from ootest.select.gather import (
     gather,
 )
 from ootest.select.patch import patch
-from ootest.select.refine import read_sidecar, sidecar_path
+from ootest.select.refine import decide_seen, read_sidecar, sidecar_path
 from ootest.select.rules import Decision, Evidence, decide
 
 #: The model judge as an upgrade asks it (Note [Model judge]): the re-decided
@@ -521,7 +521,7 @@ def upgrade(
     evidence = gather(cands, sources, support, scope)
     fps = {c.variant_id: c.fingerprint for c in cands}
     universe = device_ids(new_db, {v.partition("::")[0] for v in [*why, *removed]})
-    decided = [(ev, decide(ev)) for ev in evidence]
+    decided = [(ev, decide_seen(ev)) for ev in evidence]
     extra: dict[str, dict[str, Any]] = {}
     if judge is not None:  # a citation may name a variant of the files touched
         decided, extra = judge(cands, decided, {v for vs in universe.values() for v in vs})

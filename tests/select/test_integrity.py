@@ -1,0 +1,93 @@
+"""Selection integrity (issue 29): what the device showed outranks what was
+predicted, history survives an upgrade, numbers are proposed not absorbed, and
+nothing undecided is skipped. No torch."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from ootest.cli.main import main
+from ootest.select.refine import refine_one
+from ootest.select.rules import Evidence, Result
+
+PASS1, PASS2 = Result("passed", at=1.0), Result("passed", at=2.0)
+
+
+def _vrec(vid: str, dtypes: tuple[str, ...] = ()) -> str:
+    rec = {"kind": "variant", "variant_id": vid, "device_variant": True, "dtypes": list(dtypes)}
+    return json.dumps(rec) + "\n"
+
+
+def _result(vid: str, outcome: str, at: float, **kw: object) -> str:
+    return json.dumps({"kind": "result", "variant_id": vid, "outcome": outcome, "time": at, **kw})
+
+
+def _rows(side: Path) -> dict[str, dict[str, object]]:
+    out = {}
+    for line in side.read_text().splitlines():
+        row = json.loads(line)
+        out[row["evidence"]["variant_id"]] = row
+    return out
+
+
+# ------------------------------------------------ item 8: passes override static skips
+@pytest.mark.parametrize(
+    "ev",
+    [
+        Evidence("v", ops=("aten::mm",), missing_ops=("aten::mm",)),
+        Evidence("v", dtypes=("float64",), missing_dtypes=("float64",)),
+        Evidence("v", upstream_skip="@onlyCUDA: upstream runs it on cuda only"),
+        Evidence("v", reference=Result("failed", "RuntimeError:1", "x")),
+    ],
+)
+def test_clean_passes_on_the_device_override_a_static_decision(ev: Evidence) -> None:
+    # before: refine promoted no_evidence and replay_* only; a false skip the audit
+    # found could never be corrected
+    ev.observed = [PASS1]
+    one = refine_one(ev, None, 2, 0.05).decision
+    if one.reason != "reference_fail:RuntimeError:1":  # an xfail runs already
+        assert (one.mode, one.reason) == ("xfail", "passed_on_device:1/2")
+    ev.observed = [PASS1, PASS2]
+    two = refine_one(ev, None, 2, 0.05).decision
+    assert (two.mode, two.reason, two.source) == ("mandatory_success", "observed_pass:2", "refine")
+    assert two.evidence[0] == "passed the last 2 runs on the device"
+    assert two.evidence[1].startswith("overrides ")
+
+
+def test_scope_and_a_failing_cpu_reference_are_not_overridden_by_passes() -> None:
+    scoped = Evidence("v", out_of_scope="compile", observed=[PASS1, PASS2])
+    assert refine_one(scoped, None, 2, 0.05).decision.reason == "out_of_scope:compile"
+    cpu = Result("failed", "RuntimeError:1", "x")
+    broken = Evidence("v", ops=("aten::mm",), cpu=cpu, observed=[PASS1, PASS2])
+    assert refine_one(broken, None, 2, 0.05).decision.reason == "upstream_broken:RuntimeError:1"
+    failed_last = Evidence("v", missing_ops=("aten::mm",), ops=("aten::mm",),
+                           observed=[PASS1, Result("failed", "E:1", "E", 3.0)])  # fmt: skip
+    assert refine_one(failed_last, None, 2, 0.05).decision.reason == "observed_fail:E:1"
+
+
+def test_an_audited_pass_re_decides_a_skip_through_refine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    vid = "test/t.py::T::test_a[dtype=float64]"
+    Path("v.jsonl").write_text(_vrec(vid, ("float64",)))
+    Path("sup.txt").write_text("add\n")
+    assert main(["select", "run", "--variants", "v.jsonl", "--supported", "sup.txt",
+                 "--dtypes", "float32", "--out", "s.yaml"]) == 0  # fmt: skip
+    assert _rows(Path("s.evidence.jsonl"))[vid]["decision"]["reason"] == (  # type: ignore[index]
+        "dtype_unsupported:float64"
+    )
+    Path("audit.jsonl").write_text(_result(vid, "passed", 10.0) + "\n")
+    assert main(["select", "refine", "s.yaml", "--results", "audit.jsonl"]) == 0
+    d = _rows(Path("s.evidence.jsonl"))[vid]["decision"]
+    assert (d["mode"], d["reason"]) == ("xfail", "passed_on_device:1/2")  # type: ignore[index]
+    Path("run.jsonl").write_text(_result(vid, "xpassed", 20.0) + "\n")
+    assert main(["select", "refine", "s.yaml", "--results", "run.jsonl"]) == 0
+    d = _rows(Path("s.evidence.jsonl"))[vid]["decision"]
+    assert (d["mode"], d["reason"]) == ("mandatory_success", "observed_pass:2")  # type: ignore[index]
+    assert "overrides dtype_unsupported:float64" in d["evidence"][1]  # type: ignore[index]
+    assert "torch" not in sys.modules
