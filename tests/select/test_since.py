@@ -108,7 +108,7 @@ EXPECTED_DIFF = """\
 +          mode: skip
 +          tags: [ootest-select]
 +        # ootest select: upstream_skip (1 names)
-+        #   @onlyCUDA: upstream runs it on other devices only
++        #   @onlyCUDA: upstream runs it on cuda only
 +        - names:
 +            - TestAlpha::test_gate
 +          mode: skip
