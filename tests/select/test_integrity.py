@@ -91,3 +91,76 @@ def test_an_audited_pass_re_decides_a_skip_through_refine(
     assert (d["mode"], d["reason"]) == ("mandatory_success", "observed_pass:2")  # type: ignore[index]
     assert "overrides dtype_unsupported:float64" in d["evidence"][1]  # type: ignore[index]
     assert "torch" not in sys.modules
+
+
+# ------------------------------------------------ item 10: precision is proposed
+def _close(abs_diff: float, rel: float) -> str:
+    return (
+        "AssertionError: Tensor-likes are not close!\n\nMismatched elements: 1 / 4 (25.0%)\n"
+        f"Greatest absolute difference: {abs_diff} at index (0,) (up to 1e-05 allowed)\n"
+        f"Greatest relative difference: {rel} at index (0,) (up to 1.3e-06 allowed)"
+    )
+
+
+def _mismatch(
+    vid: str, dtype: str, abs_diff: float, rel: float
+) -> tuple[Evidence, dict[str, object]]:
+    rec = {"outcome": "failed", "message": _close(abs_diff, rel), "where": "x.py:1"}
+    from ootest.select.signature import signature
+
+    sig = signature(rec)
+    ev = Evidence(vid, dtypes=(dtype,), ops=("aten::exp",),
+                  observed=[Result("failed", sig.code, str(sig), 1.0)])  # fmt: skip
+    return ev, rec
+
+
+def test_a_float32_kernel_off_by_a_tenth_of_a_percent_stays_a_failure() -> None:
+    # before: within --max-rtol 0.05 it became mandatory_success with 2x the error,
+    # hiding emu:faulty's deliberately wrong exp
+    ev, rec = _mismatch("v[dtype=float32]", "float32", 0.0027, 0.001)
+    d = refine_one(ev, rec, 2).decision
+    assert (d.mode, d.reason.split(":")[0]) == ("xfail_strict", "observed_fail")
+    # the same error in bfloat16 is within what the dtype carries: a proposal
+    ev, rec = _mismatch("v[dtype=bfloat16]", "bfloat16", 0.0027, 0.001)
+    assert refine_one(ev, rec, 2).decision.reason == "precision_proposal:bfloat16"
+    # an explicit --max-rtol is one bound for every dtype
+    ev, rec = _mismatch("v[dtype=float32]", "float32", 0.0027, 0.001)
+    assert refine_one(ev, rec, 2, 0.05).decision.reason == "precision_proposal:float32"
+
+
+def test_a_precision_edit_is_a_proposal_confirmed_by_a_run_never_a_promotion() -> None:
+    ev, rec = _mismatch("v[dtype=float32]", "float32", 2e-5, 4e-5)
+    r = refine_one(ev, rec, 2)
+    assert (r.decision.mode, r.decision.reason) == ("xfail", "precision_proposal:float32")
+    assert r.decision.evidence[0].startswith("numerical mismatch on the device: greatest abs ")
+    assert r.decision.evidence[1] == "proposed precision float32: atol=4e-05, rtol=8e-05"
+    assert r.precision is not None and r.precision.rtol == pytest.approx(8e-5)
+    # two runs pass at the proposed tolerance: confirmed, still a proposal
+    ev.observed += [PASS1.__class__("xpassed", at=2.0), PASS1.__class__("xpassed", at=3.0)]
+    again = refine_one(ev, None, 2, None, r.decision)
+    assert (again.decision.mode, again.decision.reason) == ("xfail", "precision_proposal:float32")
+    assert again.decision.evidence[2].startswith("confirmed: passed the last 2 run(s)")
+    assert again.precision == r.precision.__class__("float32", 4e-5, 8e-5, r.decision.evidence[0])
+
+
+def test_refine_writes_the_proposal_as_an_xfail_with_its_tolerance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    vid = "test/t.py::T::test_a[dtype=float32]"
+    Path("v.jsonl").write_text(_vrec(vid, ("float32",)))
+    assert main(["select", "run", "--variants", "v.jsonl", "--out", "s.yaml"]) == 0
+    line = _result(vid, "failed", 10.0, message=_close(2e-5, 4e-5), where="x.py:1")
+    Path("r.jsonl").write_text(line + "\n")
+    assert main(["select", "refine", "s.yaml", "--results", "r.jsonl"]) == 0
+    text = Path("s.yaml").read_text()
+    assert "# ootest select: precision_proposal:float32 (1 name)" in text
+    (f,) = yaml.safe_load(text)["test_suite_config"]["files"]
+    (entry,) = [t for t in f["tests"] if t["names"] == ["T::test_a[dtype=float32]"]]
+    assert entry["mode"] == "xfail"
+    assert entry["edits"]["dtypes"]["include"] == [
+        {"name": "float32", "precision": {"atol": 4e-05, "rtol": 8e-05}}
+    ]
+    assert main(["config", "validate", "s.yaml", "--no-paths"]) == 0

@@ -834,7 +834,7 @@ def _add_entries(
                 for e in block.entries
                 if e.tagged
                 and e.reason is not None
-                and not e.reason.startswith("precision_edit:")
+                and not e.reason.startswith(("precision_edit:", "precision_proposal:"))
                 and e.mode in MODES
                 and (MODES.index(e.mode), e.reason) > key
             ),

@@ -159,18 +159,27 @@ def _file(path: str, placed: list[Placed], precision: Mapping[str, Precision]) -
         lines += entry_lines(mode, reason, members)
     for name in sorted(precision):
         pr = precision[name]
-        lines.append(f"        {MARK} precision_edit:{pr.dtype} (1 name)")
+        # a proposal (Note [Refinement]): it runs with the tolerance, not required to pass
+        lines.append(f"        {MARK} precision_proposal:{pr.dtype} (1 name)")
         lines.append(f"        #   {_comment(pr.why)}")
         lines.append("        - names:")
         lines.append(f"            - {_q(name)}")
-        lines.append("          mode: mandatory_success")
+        lines.append("          mode: xfail")
         lines.append(f"          tags: [{TAG}]")
         lines.append("          edits:")
         lines.append("            dtypes:")
         lines.append("              include:")
         lines.append(f"                - name: {pr.dtype}")
-        lines.append(f"                  precision: {{atol: {pr.atol:.3g}, rtol: {pr.rtol:.3g}}}")
+        atol, rtol = _num(pr.atol), _num(pr.rtol)
+        lines.append(f"                  precision: {{atol: {atol}, rtol: {rtol}}}")
     return lines
+
+
+def _num(x: float) -> str:
+    """A float YAML 1.1 reads as one (``4e-05`` is a string there: ``4.0e-05``)."""
+    text = f"{x:.3g}"
+    mant, e, exp = text.partition("e")
+    return f"{mant}.0e{exp}" if e and "." not in mant else text
 
 
 def entry_lines(
