@@ -164,3 +164,57 @@ def test_refine_writes_the_proposal_as_an_xfail_with_its_tolerance(
         {"name": "float32", "precision": {"atol": 4e-05, "rtol": 8e-05}}
     ]
     assert main(["config", "validate", "s.yaml", "--no-paths"]) == 0
+
+
+# ------------------------------------------------ item 9: an upgrade keeps history
+@pytest.fixture(scope="module")
+def memories(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.select import suites
+
+    base = tmp_path_factory.mktemp("integrity")
+    suites.build_memory(suites.write(base / "old", new=False), base / "old.db", suites.V1)
+    suites.build_memory(suites.write(base / "new", new=True), base / "new.db", suites.V2)
+    suites.write_capture(base / "cap.jsonl", [suites.V1, suites.V2])
+    (base / "sup.txt").write_text("\n".join(suites.SUPPORTED) + "\n")
+    assert main(["ops", "ingest", str(base / "cap.jsonl"), "--db", str(base / "ops.db")]) == 0
+    return base
+
+
+def test_an_upgrade_carries_observed_results_unless_the_test_body_changed(
+    memories: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    import shutil
+
+    for name in ("old.db", "new.db", "ops.db", "sup.txt"):
+        shutil.copy(memories / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    sel = ["--supported", "sup.txt", "--dtypes", "float32,float64,float16", "--ops", "ops.db"]
+    assert main(["select", "run", "--memory", "old.db", *sel, "--out", "s.yaml"]) == 0
+    alpha = "test/test_alpha.py::TestAlpha"
+    helper, body = f"{alpha}::test_double[dtype=float32]", f"{alpha}::test_body[dtype=float32]"
+    Path("r.jsonl").write_text(
+        _result(helper, "crashed", 5.0, signal="SIGSEGV") + "\n"
+        + _result(body, "failed", 5.0, message="E   RuntimeError: boom", where="x.py:1") + "\n"
+    )  # fmt: skip
+    assert main(["select", "refine", "s.yaml", "--results", "r.jsonl"]) == 0
+    before = _rows(Path("s.evidence.jsonl"))
+    assert before[helper]["decision"]["reason"].startswith("observed_crashed:SIGSEGV")  # type: ignore[index]
+    capsys.readouterr()
+    argv = ["select", "run", "--since", "old.db", "--memory", "new.db", "--config", "s.yaml", *sel]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    after = _rows(Path("s.evidence.jsonl"))
+    # a helper change: re-decided, with its crash carried (before: observed [] and
+    # mandatory_success ops_supported)
+    h = after[helper]
+    assert h["changed"] == ["helper:_scale"]
+    assert h["decision"]["mode"] == "skip"  # type: ignore[index]
+    assert h["decision"]["reason"].startswith("observed_crashed:SIGSEGV")  # type: ignore[index]
+    assert [r["outcome"] for r in h["evidence"]["observed"]] == ["crashed"]  # type: ignore[index]
+    # the test's own body changed: its runs were of other code, dropped, said so
+    b = after[body]
+    assert b["changed"] == ["body"] and b["evidence"]["observed"] == []  # type: ignore[index]
+    assert b["dropped"] == "1 observed results: the test body changed"
+    assert b["decision"]["reason"] == "ops_supported"  # type: ignore[index]
+    assert "1 re-decided variants lost their observed results: the test body changed" in err

@@ -167,9 +167,13 @@ def test_an_upgrade_re_decides_only_the_delta_and_lands_as_a_diff(
     assert unchanged and all(new_rows[v] == rows[v] for v in unchanged)
     assert f"{ALPHA}::test_gone[dtype=float32]" in rows
     assert f"{ALPHA}::test_gone[dtype=float32]" not in new_rows
-    assert (
-        new_rows[f"{ALPHA}::test_body[dtype=float32]"] == rows[f"{ALPHA}::test_body[dtype=float32]"]
-    )
+    # a person decides test_body: decision and evidence as they were, the new
+    # fingerprint (before: the stale one, never flagged again)
+    held, was = (json.loads(r[f"{ALPHA}::test_body[dtype=float32]"]) for r in (new_rows, rows))
+    assert held.pop("held").startswith("a person's entry decides it")
+    assert held.pop("changed") == ["body"] and held.pop("fingerprint") != was.pop("fingerprint")
+    assert held == was
+    assert f"    {ALPHA}::test_body[dtype=float32] (body)" in err
     gate = json.loads(new_rows[f"{ALPHA}::test_gate"])
     assert gate["changed"] == ["decorator"] and gate["decision"]["reason"] == "upstream_skip"
     assert json.loads(new_rows[f"{ALPHA}::test_double[dtype=float32]"])["changed"] == [
