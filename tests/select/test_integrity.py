@@ -218,3 +218,65 @@ def test_an_upgrade_carries_observed_results_unless_the_test_body_changed(
     assert b["dropped"] == "1 observed results: the test body changed"
     assert b["decision"]["reason"] == "ops_supported"  # type: ignore[index]
     assert "1 re-decided variants lost their observed results: the test body changed" in err
+
+
+# ------------------------------------------------ item 7: nothing undecided is skipped
+def test_a_generated_config_never_skips_what_it_did_not_decide(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # before: unlisted_test_mode was the most common mode (usually skip), so a test
+    # added upstream later, or a variant a collection missed, was skipped undecided
+    from ootest.config.decide import Context, decide
+    from ootest.config.load import load_config
+    from ootest.opmap.enable import variant_from_id
+    from ootest.select.audit import population
+
+    monkeypatch.chdir(tmp_path)
+    t = "test/t.py::T"
+    decided = [f"{t}::test_skip[dtype=float64]", f"{t}::test_skip2[dtype=float64]",
+               f"{t}::test_skip3[dtype=float64]", f"{t}::test_ok[dtype=float32]"]  # fmt: skip
+    Path("v.jsonl").write_text("".join(_vrec(v, (v[-8:-1],)) for v in decided))
+    Path("sup.txt").write_text("add\n")
+    assert main(["select", "run", "--variants", "v.jsonl", "--supported", "sup.txt",
+                 "--dtypes", "float32", "--out", "s.yaml"]) == 0  # fmt: skip
+    text = Path("s.yaml").read_text()
+    assert "unlisted_test_mode: xfail" in text
+    # a dtype skip names its variants exactly: a later dtype is not skipped by it
+    assert '"T::test_skip[dtype=float64]"' in text and "- T::test_skip\n" not in text
+    cfg = load_config(Path("s.yaml"), env={"TORCH_ROOT": str(tmp_path)}, check_paths=False)
+    (rf,) = cfg.files
+    later = [f"{t}::test_new[dtype=float32]", f"{t}::test_skip[dtype=bfloat16]"]
+    for vid in [*decided, *later]:
+        mode = decide(rf, cfg.suite.global_, variant_from_id(vid), Context()).mode
+        want = "skip" if vid.endswith("[dtype=float64]") else "xfail"  # test_ok: no_evidence
+        assert (vid, mode) == (vid, want)
+    # the audit samples them too, given the variants that exist
+    monkeypatch.setenv("TORCH_ROOT", str(tmp_path))
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "t.py").write_text("")
+    pop, _, _ = population(Path("s.yaml"), [*decided, *later])
+    assert pop.unlisted == 2
+    assert {m.variant_id: m.reason for m in pop.members if m.reason.startswith("unlisted")} == {
+        later[0]: "unlisted",
+        later[1]: "unlisted",
+    }
+
+
+def test_an_upgrade_says_when_a_config_skips_what_it_does_not_list(
+    memories: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    import shutil
+
+    for name in ("old.db", "new.db", "ops.db", "sup.txt"):
+        shutil.copy(memories / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    sel = ["--supported", "sup.txt", "--dtypes", "float32", "--ops", "ops.db"]
+    assert main(["select", "run", "--memory", "old.db", *sel, "--out", "s.yaml"]) == 0
+    text = Path("s.yaml").read_text()
+    Path("s.yaml").write_text(text.replace("unlisted_test_mode: xfail", "unlisted_test_mode: skip"))
+    capsys.readouterr()
+    argv = ["select", "run", "--since", "old.db", "--memory", "new.db", "--config", "s.yaml", *sel]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "2 file blocks skip what they do not list (unlisted_test_mode: skip)" in err

@@ -348,6 +348,20 @@ def _add_audit(ssub: Any) -> None:
         metavar="JSONL",
         help="results of the audit run (default: SUITE.audit/results.jsonl next to the config)",
     )
+    a.add_argument(
+        "--memory",
+        type=Path,
+        metavar="DB",
+        help="the variants that exist (index build): those without a decision are sampled too",
+    )
+    a.add_argument(
+        "--variants",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="JSONL",
+        help="collected variants (--ootest-variants): those without a decision are sampled too",
+    )
     a.add_argument("--json", action="store_true", help="print the report as JSON")
     a.set_defaults(func=audit)
 
@@ -361,7 +375,10 @@ def audit(args: argparse.Namespace) -> int:
     if args.sample < 1:
         raise UserError(f"--sample: expected at least 1 variant; found {args.sample}")
     check_timeout(args.timeout, "--timeout")
-    pop, cfg, by_key = au.population(args.config)
+    known: list[str] = []
+    if args.memory or args.variants:
+        known = [c.variant_id for c in _candidates(args)]
+    pop, cfg, by_key = au.population(args.config, known)
     members = pop.members
     if args.reason:
         members = [m for m in members if au.matches_reason(m.reason, args.reason)]

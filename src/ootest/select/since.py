@@ -569,6 +569,13 @@ def upgrade(
     if sources.replay is not None:
         o.details.append(f"{n_replay} by the replay")
     o.details.append(f"{len(removed)} removed")
+    skipping = len(re.findall(r"^\s*unlisted_test_mode: *skip\b", o.new_text, re.M))
+    if skipping:
+        o.notes.append(
+            f"{skipping} file blocks skip what they do not list (unlisted_test_mode: skip): "
+            "a variant added upstream is skipped undecided there; set it to xfail (as "
+            "select run writes it) or rewrite the config with select refine"
+        )
     if dropped:
         o.notes.append(
             f"{dropped} re-decided variants lost their observed results: the test body "
