@@ -65,8 +65,15 @@ def test_an_unknown_device(tmp_path: Path) -> None:
     )
     msg = error_of("index", "build", "--root", str(root), "--db", db, "--device", "cuda")
     assert msg == (
-        "ootest: error: --device: expected 'emu', 'emu:<profile>' or '<module>:<backend name>' "
-        "(e.g. torch_spyre:spyre); found 'cuda'"
+        "ootest: error: --device cuda: no backend named 'cuda' can be loaded: no package here "
+        "declares a 'torch.backends' entry point (torch's autoload); name the module that "
+        "registers it: --device <module>:cuda"
+    )
+    msg = error_of("index", "build", "--root", str(root), "--db", db, "--device", "a b")
+    assert msg == (
+        "ootest: error: --device: expected 'emu', 'emu:<profile>', '<module>:<backend "
+        "name>' (e.g. torch_spyre:spyre) or the name of a backend torch autoloads (e.g. spyre); "
+        "found 'a b'"
     )
     assert not (tmp_path / "m.db").exists()
 

@@ -157,9 +157,9 @@ def test_bad_config_is_a_usage_error(pytester: pytest.Pytester) -> None:
 
 def test_bad_device_spec(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_mod="def test_a():\n    pass\n")
-    r = pytester.runpytest("--ootest-device", "nonsense")
+    r = pytester.runpytest("--ootest-device", "non sense")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
-    r.stderr.fnmatch_lines(["*expected 'emu', 'emu:<profile>' or '<module>:<backend name>'*"])
+    r.stderr.fnmatch_lines(["*expected 'emu', 'emu:<profile>', '<module>:<backend name>'*"])
 
 
 @pytest.mark.parametrize(

@@ -66,6 +66,7 @@ def _pytest_command(args: argparse.Namespace, stream: Path) -> list[str]:
 
 def capture(args: argparse.Namespace) -> int:
     from ootest.cli.run_cmd import _Progress
+    from ootest.device import check_device
     from ootest.opmap.store import OpStore
     from ootest.record.results import RunData, read_records, state_dir
     from ootest.record.shard import ShardSpec
@@ -81,6 +82,7 @@ def capture(args: argparse.Namespace) -> int:
     work.mkdir(parents=True)
     stream, results = work / "ops.jsonl", work / "results.jsonl"
     cmd = _pytest_command(args, stream)
+    check_device(args.device)  # emu children run with torch's backend autoload off
     print(f"ootest: capturing ops on {args.device} into {args.db}", flush=True)
     sup = Supervisor(
         pytest_cmd=cmd, results=results, state=state_dir(results), log=work / "pytest.log",

@@ -46,7 +46,12 @@ def add_parser(sub: Any) -> Any:
     a = action("missing", "ops used but not supported, and which to enable first", missing)
     src = a.add_mutually_exclusive_group(required=True)
     src.add_argument("--supported", type=Path, metavar="FILE", help="YAML or text list of ops")
-    src.add_argument("--device", metavar="emu:PROFILE", help="an emu profile, e.g. emu:young")
+    src.add_argument(
+        "--device",
+        metavar="DEVICE",
+        help="the backend: MODULE:NAME or NAME (probed in a child process) or emu:PROFILE",
+    )
+    src.add_argument("--detected", type=Path, metavar="JSON", help="a probe saved earlier")
     src.add_argument("--config", type=Path, metavar="FILE", help="a config's supported_ops")
     a.add_argument("--top", type=int, default=10, help="ops in the plan (default 10)")
     a.add_argument("--limit", type=int, default=30, help="ops ranked in the table (default 30)")
@@ -57,6 +62,12 @@ def add_parser(sub: Any) -> Any:
     a.add_argument("--in", dest="target", type=Path, metavar="FILE", help="the file to edit")
     a.add_argument("--write", action="store_true", help="edit the config file in place")
     a.add_argument("--limit", type=int, default=30, help="variants listed (default 30; 0: all)")
+    a.add_argument(
+        "--device",
+        metavar="DEVICE",
+        help="check that the backend (MODULE:NAME or NAME, probed) can run the op",
+    )
+    a.add_argument("--detected", type=Path, metavar="JSON", help="a probe saved earlier")
     a.add_argument("--json", action="store_true")
     a = action("affected", "the variants a backend change can affect", affected)
     how = a.add_mutually_exclusive_group(required=True)
@@ -250,14 +261,34 @@ def _support(args: argparse.Namespace) -> tuple[Any, list[str]]:
 
     if args.supported is not None:
         return support.from_file(args.supported), []
-    if args.device is not None:
-        if not str(args.device).startswith("emu"):
-            raise UserError(
-                f"--device {args.device}: expected emu:<profile> (emu:young, emu:full); "
-                "for another backend pass --supported FILE or --config FILE"
-            )
-        return support.from_emu(args.device), []
+    if args.device is not None or args.detected is not None:
+        from ootest.select.backend import capabilities
+
+        caps = capabilities(args.device, detected=args.detected)
+        assert caps.ops is not None  # a device or a detection always gives ops
+        return caps.ops, caps.notes
     return support.from_config(args.config)
+
+
+def _device_check(args: argparse.Namespace, covers: list[str]) -> str | None:
+    """With --device/--detected: a warning when the backend runs none of the
+    recorded overloads the op names (Note [Backend capabilities])."""
+    if args.device is None and args.detected is None:
+        return None
+    from ootest.select.backend import capabilities
+
+    caps = capabilities(args.device, detected=args.detected)
+    assert caps.ops is not None
+    if not covers:
+        return None
+    lacking = [o for o in covers if not caps.ops.covers(o)]
+    if not lacking:
+        return None
+    return (
+        f"the backend ({caps.source}) cannot run {', '.join(lacking[:5])}"
+        + (f" and {len(lacking) - 5} more" if len(lacking) > 5 else "")
+        + ": tests enabled for it will fail until it registers a kernel"
+    )
 
 
 def missing(args: argparse.Namespace) -> int:
@@ -319,6 +350,9 @@ def enable(args: argparse.Namespace) -> int:
 
     with _store(args) as store:
         rep = compute(store, args.config, args.op, target=args.target)
+    warning = _device_check(args, list(rep.covers))
+    if warning is not None:
+        rep.notes.append(warning)
     written = False
     if args.write and rep.edit is not None:
         rep.edit.write()

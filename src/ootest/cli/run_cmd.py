@@ -143,6 +143,8 @@ class _Prepared:
 def run(args: argparse.Namespace) -> int:
     """Prepare the paths, build the pytest command, supervise it, give the verdict."""
     from ootest.config.load import load_config
+    from ootest.device import note
+    from ootest.device.activate import is_emu, keep_autoload_out
     from ootest.record.results import RunData, read_records
     from ootest.runner.supervise import ForkPlan, Supervisor
 
@@ -156,11 +158,12 @@ def run(args: argparse.Namespace) -> int:
         log.unlink()
     what = f"shard {prep.shard} of " if prep.shard else ""
     print(f"ootest: running {what}{len(files)} file(s) from {cfg.source}", flush=True)
+    device = args.device or os.environ.get("OOTEST_DEVICE") or cfg.suite.device
+    emu = is_emu(device)
+    keep_autoload_out(device, note)  # before the children's environment is taken
     sup = Supervisor(
         pytest_cmd=cmd, results=results, state=prep.state, log=log, timeout=prep.timeout or None
     )
-    device = args.device or os.environ.get("OOTEST_DEVICE") or cfg.suite.device
-    emu = device is None or device == "emu" or device.startswith("emu:")
     if args.fork == "on" or (args.fork == "auto" and emu):
         sup.fork = ForkPlan(device=device, files=files, force=args.fork == "on")
     elif args.fork == "auto":

@@ -32,12 +32,7 @@ def add_parser(sub: Any) -> None:
         default=[],
         help="collected variants (--ootest-variants), with or instead of --memory",
     )
-    sup = r.add_mutually_exclusive_group()
-    sup.add_argument(
-        "--device", metavar="emu:PROFILE", help="the backend's ops and dtypes: an emu profile"
-    )
-    sup.add_argument("--supported", type=Path, metavar="FILE", help="supported ops (list)")
-    r.add_argument("--dtypes", metavar="D,D", help="supported dtypes (with --supported)")
+    _add_capabilities(r)
     r.add_argument(
         "--reference",
         type=Path,
@@ -90,24 +85,44 @@ def add_parser(sub: Any) -> None:
     _add_audit(ssub)
 
 
+def _add_capabilities(p: argparse.ArgumentParser) -> None:
+    """The backend's ops and dtypes (Note [Backend capabilities])."""
+    p.add_argument(
+        "--device",
+        metavar="DEVICE",
+        help="the backend: MODULE:NAME or NAME (probed in a child process) or emu:PROFILE",
+    )
+    p.add_argument("--probe", action="store_true", help="probe an emu device too (not its profile)")
+    p.add_argument(
+        "--detected", type=Path, metavar="JSON", help="a probe saved with --save-detected"
+    )
+    p.add_argument("--save-detected", type=Path, metavar="JSON", help="save the probe's result")
+    p.add_argument(
+        "--supported", type=Path, metavar="FILE", help="supported ops (a list): overrides the probe"
+    )
+    p.add_argument("--dtypes", metavar="D,D", help="supported dtypes: overrides the probe")
+
+
+def _capabilities(args: argparse.Namespace) -> Any:
+    from ootest.select.backend import capabilities
+
+    return capabilities(
+        args.device,
+        supported=args.supported,
+        dtypes=args.dtypes,
+        detected=getattr(args, "detected", None),
+        save_detected=getattr(args, "save_detected", None),
+        probe=getattr(args, "probe", False),
+    )
+
+
 def _support(args: argparse.Namespace) -> Any:
     from ootest.select.gather import Support
 
-    if args.device:
-        from ootest.device.emu import read_profile
-        from ootest.opmap.support import from_emu
-
-        ops = from_emu(args.device)
-        prof = read_profile(args.device.removeprefix("emu:") or "young")
-        dtypes = None if "*" in prof.dtypes else frozenset(prof.dtypes)
-        return Support(ops.covers, dtypes, f"emu:{prof.name}", ops.dtype_rules())
-    if args.supported:
-        from ootest.opmap.support import from_file
-
-        ops = from_file(args.supported)
-        dtypes = frozenset(d.strip() for d in args.dtypes.split(",")) if args.dtypes else None
-        return Support(ops.covers, dtypes, str(args.supported), ops.dtype_rules())
-    return Support(None, None, "nothing declared")
+    caps = _capabilities(args)
+    if caps.ops is None:
+        return Support(None, caps.dtypes, caps.source)
+    return Support(caps.ops.covers, caps.dtypes, caps.source, caps.ops.dtype_rules())
 
 
 def _candidates(args: argparse.Namespace) -> list[Any]:

@@ -7,7 +7,7 @@ follow emu's rule (Note [Op names in the op map]). None of them imports torch.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -102,6 +102,12 @@ def from_emu(device: str) -> SupportSet:
     return replace(
         found, op_dtypes=tuple((op, frozenset(d)) for op, d in sorted(prof.op_dtypes.items()))
     )
+
+
+def from_probe(ops: Mapping[str, str], source: str) -> SupportSet:
+    """The ops a probe of the backend found runnable on it (Note [What a backend
+    supports]): each an exact overload, as the index records it."""
+    return SupportSet(source, overloads=frozenset(ops))
 
 
 def from_config(path: str | os.PathLike[str]) -> tuple[SupportSet, list[str]]:

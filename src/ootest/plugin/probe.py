@@ -74,6 +74,93 @@ def _distributed(torch: Any, name: str) -> str | None:
     return str(found) if found else None
 
 
+def _runnable(torch: Any) -> dict[str, str]:
+    """Note [What a backend supports]: every op a call of which can reach a kernel
+    on the device, and how: ``kernel`` (registered for PrivateUse1 or
+    AutogradPrivateUse1), ``fallback`` (a boxed PrivateUse1 fallback),
+    ``composite`` (torch's CompositeImplicitAutograd or device-independent
+    CompositeExplicitAutograd kernel: it needs no kernel of the backend's own), or
+    ``out=<overload>`` (a composite kernel that computes through the op's ``out=``
+    overload, as torch's structured ops and many others do: served when the backend
+    registered that overload, as young backends with ``*.out`` kernels only do).
+    An op whose composite kernel computes through an ``out=`` overload the backend
+    lacks is left out, and so is one with kernels for other devices only."""
+    C = torch._C
+    names = set(C._dispatch_get_all_op_names())
+    own = set(_registrations(torch, "PrivateUse1") or ()) | set(
+        _registrations(torch, "AutogradPrivateUse1") or ()
+    )
+    fallback = _fallback(torch, "PrivateUse1")
+    packets: dict[str, list[str]] = {}
+    for n in names:
+        packets.setdefault(n.partition(".")[0], []).append(n)
+
+    def has(op: str, key: str) -> bool:
+        try:
+            return bool(C._dispatch_has_kernel_for_dispatch_key(op, key))
+        except RuntimeError:
+            return False
+
+    def composite(op: str) -> bool:
+        return has(op, "CompositeImplicitAutograd") or has(op, "CompositeExplicitAutograd")
+
+    def args(op: str, *, out: bool) -> list[tuple[str, str]] | None:
+        head, _, overload = op.partition(".")
+        try:
+            schema = C._get_schema(head, overload)
+        except RuntimeError:
+            return None
+        if out and not any(a.is_out for a in schema.arguments):
+            return None
+        return [(a.name, str(a.type)) for a in schema.arguments if not a.is_out]
+
+    def out_of(op: str) -> str | None:
+        """The ``out=`` overload taking the same arguments (in-place ops: of the
+        functional packet, ``add_.Tensor`` -> ``add.out``)."""
+        mine = args(op, out=False)
+        head = op.partition(".")[0]
+        for packet in dict.fromkeys((head, head.removesuffix("_"))):
+            for other in sorted(packets.get(packet, ())):
+                if other != op and args(other, out=True) == mine:
+                    return other
+        return None
+
+    out: dict[str, str] = {}
+    for op in sorted(names):
+        if op in own:
+            out[op] = "kernel"
+        elif fallback:
+            out[op] = "fallback"
+        elif has(op, "CompositeImplicitAutograd"):
+            out[op] = "composite"
+        elif has(op, "CompositeExplicitAutograd") or has(
+            op, "CompositeExplicitAutogradNonFunctional"
+        ):
+            target = out_of(op)
+            if target is None or composite(target):
+                out[op] = "composite"
+            elif target in own:
+                out[op] = f"out={target}"
+    return out
+
+
+def _dtypes(torch: Any, name: str) -> list[str] | None:
+    """The dtypes the device module declares, if it declares any (no standard
+    attribute exists: ``supported_dtypes`` as a collection or a function)."""
+    mod = getattr(torch, name, None)
+    for attr in ("supported_dtypes", "get_supported_dtypes", "_supported_dtypes"):
+        found = getattr(mod, attr, None)
+        if callable(found):
+            try:
+                found = found()
+            except Exception:
+                continue
+        if isinstance(found, (list, tuple, set, frozenset)) and found:
+            names = [str(d).removeprefix("torch.") for d in found]
+            return sorted(n for n in names if n.isidentifier())
+    return None
+
+
 def probe(device: str) -> dict[str, Any]:
     from ootest.device.activate import DeviceSpec, activate_device
 
@@ -91,6 +178,8 @@ def probe(device: str) -> dict[str, Any]:
         "fallback": _fallback(torch, "PrivateUse1"),
         "compile": _compile(name),
         "distributed": _distributed(torch, name),
+        "ops": _runnable(torch),
+        "dtypes": _dtypes(torch, name),
     }
 
 

@@ -228,13 +228,14 @@ def _prepare(device: str | None, preload: Sequence[str], force: bool) -> str | N
     """Load what every child needs; the reason not to fork, or None."""
     import pytest  # noqa: F401  (loaded once, for every child)
 
-    from ootest.device.activate import DeviceSpec, activate_device
+    from ootest.device.activate import DeviceSpec, activate_device, keep_autoload_out
 
     if not device:
         return None
     spec = DeviceSpec.parse(device)
     if spec.kind != "emu" and not force:
         return f"device {device!r} is not declared fork-safe (--fork on declares it)"
+    keep_autoload_out(device)  # the parent said so (Note [Backends as they ship])
     importlib.import_module("torch")
     before = _threads()  # numpy's OpenBLAS may run a thread; it is fork-safe (pthread_atfork)
     # The same order as the plugin: the device before torch.testing._internal.

@@ -101,6 +101,10 @@ class Detection:
     fallback: bool = False
     compile: list[str] = field(default_factory=list)
     distributed: str | None = None
+    #: every op that can run on the device and how (Note [What a backend
+    #: supports]); None: a detection saved before ootest probed ops
+    ops: dict[str, str] | None = None
+    dtypes: list[str] | None = None  # what the device module declares, if anything
 
     def kernels(self, *keys: str) -> int:
         return sum(len(self.keys.get(k) or ()) for k in keys)
@@ -157,12 +161,20 @@ def detection_from(data: dict[str, Any], where: str) -> Detection:
             fallback=bool(data.get("fallback", False)),
             compile=[str(c) for c in data.get("compile", [])],
             distributed=data.get("distributed"),
+            ops=_str_map(data.get("ops")),
+            dtypes=[str(d) for d in data["dtypes"]] if data.get("dtypes") is not None else None,
         )
-    except (KeyError, TypeError, AttributeError) as e:
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
         raise UserError(
             f"{where}: expected a detection result written by 'ootest select scope "
             f"--save-detected' (device, name, keys, ...); found none of {e}"
         ) from None
+
+
+def _str_map(data: Any) -> dict[str, str] | None:
+    if data is None:
+        return None
+    return {str(k): str(v) for k, v in dict(data).items()}
 
 
 def detect(device: str, timeout: float = 900.0) -> Detection:

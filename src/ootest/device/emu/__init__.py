@@ -643,9 +643,14 @@ def load(profile: str = "young") -> types.ModuleType:
     if ext is None:
         current = torch._C._get_privateuse1_backend_name()
         if current not in ("privateuseone", NAME):
+            from ootest.device.activate import AUTOLOAD_VAR, autoload_entry_points
+
+            found = [n for n, _ in autoload_entry_points()]
+            how = f" (torch autoloaded {', '.join(found)})" if current in found else ""
             raise DeviceError(
-                f"emu: the privateuse1 slot is already taken by backend {current!r}; "
+                f"emu: the privateuse1 slot is already taken by backend {current!r}{how}; "
                 "emu cannot be loaded in the same process as another out-of-tree backend"
+                + (f": set {AUTOLOAD_VAR}=0 for this process" if how else "")
             )
         ext = _build()
         from torch.utils.backend_registration import (
