@@ -264,7 +264,8 @@ def test_enabling_an_op_re_decides_exactly_the_variants_waiting_on_it(
     assert rc == 0, err
     assert "evaluated 1 of 13 variants (the variants waiting on mm; now 1 mandatory_success)" in err
     assert _changes(diff) == (
-        "-# backend: sup.txt; ootest X\n+# backend: sup.txt + mm; ootest X\n"
+        "-# backend: sup.txt; dtypes: float16,float32; ootest X\n"
+        "+# backend: sup.txt; dtypes: float16,float32 + mm; ootest X\n"
         "-# decisions: 6 mandatory_success, 7 skip\n+# decisions: 7 mandatory_success, 6 skip\n"
         "-      # 3 variants: 1 mandatory_success, 2 skip\n"
         "+      # 3 variants: 2 mandatory_success, 1 skip\n"
