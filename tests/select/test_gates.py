@@ -82,3 +82,14 @@ def test_enabled_and_count_gated_tests_are_decided_by_their_ops() -> None:
     assert evs[2].upstream_skip == "@onlyCUDA: upstream runs it on cuda only"
     assert gated(["@dtypes(torch.float32)", "@largeTensorTest('8GB')"]) is not None
     assert "torch" not in sys.modules
+
+
+def test_a_class_upstream_enables_for_privateuse1_is_in_scope() -> None:
+    # before: a class decorated @onlyCUDAAndPRIVATEUSE1 was "kept off the device"
+    from ootest.select.scope import Prefs, classify, file_info
+    from tests.select.test_scope import DEVICE, det
+
+    for deco, inside in (("@onlyCUDAAndPRIVATEUSE1\n", True), ("@onlyCUDA\n", False)):
+        text = DEVICE.format(deco=deco, extra="")
+        s = classify(file_info("test/test_x.py", text.encode(), "emu"), det(), Prefs())
+        assert (deco, s.in_scope) == (deco, inside), s.why
