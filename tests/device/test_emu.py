@@ -53,7 +53,7 @@ def test_unknown_profile_is_a_clear_error() -> None:
         ]
     )
     assert r.returncode == 4
-    assert "emu: unknown profile 'adult'; expected one of faulty, full, young" in r.stderr
+    assert "emu: unknown profile 'adult'; expected one of faulty, full, subtle, young" in r.stderr
 
 
 def test_a_baton_left_by_a_killed_loader_does_not_block_later_loads(tmp_path: Path) -> None:

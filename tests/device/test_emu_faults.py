@@ -103,7 +103,7 @@ def test_every_bad_fault_entry_is_reported_with_its_place(tmp_path: Path) -> Non
         "error of its results, e.g. rel_error: 1.0e-3",
         f"{path}:7:13: faults.abs.signal: expected one of SIGSEGV, SIGABRT, found 'SIGKILL'",
         f"{path}:8:5: faults.abs.rel_error: unknown key 'rel_error' for a 'crash' fault; "
-        "expected one of kind, dtypes, min_numel, signal",
+        "expected one of kind, dtypes, min_numel, noncontiguous, after_calls, signal",
         f"{path}:9:30: faults.sub.dtypes[0]: unknown dtype 'float8'; expected one of "
         "float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool, "
         "complex32, complex64, complex128, uint16, uint32, uint64, quint8, qint8, qint32, "
@@ -126,8 +126,8 @@ def test_faults_must_be_a_mapping(tmp_path: Path) -> None:
 def test_extends_errors_say_where(tmp_path: Path) -> None:
     path = _profile(tmp_path, "extends: yung\n")
     assert _error(path) == (
-        f"{path}:1:10: extends: unknown profile 'yung'; expected one of faulty, full, young "
-        "or a path to a profile YAML file (relative to this one)"
+        f"{path}:1:10: extends: unknown profile 'yung'; expected one of faulty, full, subtle, "
+        "young or a path to a profile YAML file (relative to this one)"
     )
     a = _profile(tmp_path, "extends: b.yaml\n", "a.yaml")
     _profile(tmp_path, "extends: a.yaml\n", "b.yaml")
@@ -291,3 +291,54 @@ def test_example_suite_on_faulty_shows_each_fault(tmp_path: Path) -> None:
     basics = "examples/suite/test_tensor_basics.py::TestTensorBasics::"
     assert results[basics + "test_add_matches_cpu[dtype=int64]"] == "passed"
     assert results[basics + "test_add_matches_cpu[dtype=float32]"] == "passed"
+
+
+# ------------------------------------------- faults one call does not show
+def test_context_keys_are_read_and_checked(tmp_path: Path) -> None:
+    subtle = read_profile("subtle")
+    assert subtle.faults["mm"] == Fault(
+        "wrong", rel_error=1e-2, noncontiguous=True, origin=subtle.faults["mm"].origin
+    )
+    assert subtle.faults["exp"].after_calls == 2
+    bad = _profile(
+        tmp_path,
+        """\
+        extends: young
+        faults:
+          mm: {kind: wrong, rel_error: 0.01, noncontiguous: 1}
+          exp: {kind: error, after_calls: -1}
+        """,
+    )
+    err = _error(bad)
+    assert "p.yaml:3:53: faults.mm.noncontiguous: expected true or false, found 1" in err
+    assert "p.yaml:4:35: faults.exp.after_calls: expected an integer >= 0, found -1" in err
+
+
+def test_context_faults_fire_only_in_their_context() -> None:
+    rc, out, err = _child(
+        """\
+        import torch
+        from ootest.device import emu
+
+        emu.load("subtle")
+        a, b = torch.randn(3, 4), torch.randn(5, 4)
+        want = a @ b.t()
+        got = (a.to("emu") @ b.to("emu").t()).cpu()  # a transposed operand
+        print("noncontiguous", round(((got - want).abs() / want.abs()).max().item(), 3))
+        got = (a.to("emu") @ b.t().contiguous().to("emu")).cpu()
+        print("contiguous", round(((got - want).abs() / want.abs()).max().item(), 3))
+        x = torch.rand(4) + 0.5
+        for i in range(4):
+            rel = (torch.exp(x.to("emu")).cpu() / torch.exp(x) - 1).abs().max().item()
+            print("exp", i, round(rel, 3))
+        """
+    )
+    assert rc == 0, err
+    assert out.splitlines() == [
+        "noncontiguous 0.01",
+        "contiguous 0.0",
+        "exp 0 0.0",
+        "exp 1 0.0",
+        "exp 2 0.01",
+        "exp 3 0.01",
+    ]

@@ -106,7 +106,7 @@ def test_detection_and_files_decide_scope_each_with_its_reason() -> None:
         "distributed/test_c10d_x.py": ("distributed", False),
         "inductor/test_fusion.py": ("compile", False),
         "test_open_reg.py": ("ops", True),
-        "test_broken.py": ("ops", False),
+        "test_broken.py": ("ops", True),  # unreadable here is unknown: it runs
     }
     assert s["test_ops_like.py"][2] == (
         "tests instantiated for the device (TestX); the backend registers 2 PrivateUse1 kernels"
@@ -122,7 +122,8 @@ def test_detection_and_files_decide_scope_each_with_its_reason() -> None:
     assert "instantiated except for it" in s["test_not_here.py"][2]
     assert s["distributed/test_c10d_x.py"][2] == "no ProcessGroup backend is registered for 'emu'"
     assert s["test_sparse_x.py"][2] == "no SparsePrivateUse1 or SparseCsrPrivateUse1 kernel"
-    assert s["test_broken.py"][2].startswith("it does not parse (SyntaxError")
+    assert s["test_broken.py"][2].startswith("it does not parse here (SyntaxError")
+    assert s["test_broken.py"][2].endswith("its tests cannot be read, kept in")
 
     # a backend hooking more: its areas come in
     more = scoped(
@@ -185,12 +186,13 @@ def test_scope_command_writes_reviewable_yaml_that_select_run_reads(
     args = ["select", "scope", "--detected", "det.json", "--root", str(root)]
     assert main([*args, "--prefs", "scope.yaml", "--out", "out.yaml"]) == 0
     err = capsys.readouterr().err
-    assert "ootest: scope: 3 of 11 test files in scope for emu:young -> out.yaml" in err
+    assert "ootest: scope: 4 of 11 test files in scope for emu:young -> out.yaml" in err
     text = (tmp_path / "out.yaml").read_text()
     assert text.startswith("# ootest select scope: the test files worth analysing for emu:young")
     doc = yaml.safe_load(text)
     assert [f["path"] for f in doc["files"]] == [
         "test/distributed/test_c10d_x.py",
+        "test/test_broken.py",
         "test/test_open_reg.py",
         "test/test_ops_like.py",
     ]
@@ -214,6 +216,43 @@ def test_scope_command_writes_reviewable_yaml_that_select_run_reads(
                  "--out", "s.yaml"]) == 0  # fmt: skip
     rows = [json.loads(x) for x in (tmp_path / "s.evidence.jsonl").read_text().splitlines()]
     assert [r["decision"]["reason"] for r in rows] == ["no_evidence", "out_of_scope:sparse"]
+
+
+def test_only_what_the_scope_excluded_is_out_and_the_run_counts_the_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # before: a file missing from the scope (added upstream after it was written)
+    # was skipped as out of scope: unknown meant skip
+    monkeypatch.chdir(tmp_path)
+    Path("scope.yaml").write_text(
+        "files:\n  - {path: test/test_a.py, area: ops, why: x}\n"
+        "excluded:\n  - {path: test/test_b.py, area: compile, why: y}\n"
+    )
+    Path("keys.txt").write_text("test/test_a.py\n!test/test_b.py\n")
+    files = ("test_a", "test_b", "test_new", "test_newer")
+    Path("v.jsonl").write_text(
+        "".join(
+            json.dumps({"kind": "variant", "variant_id": f"test/{f}.py::T::t",
+                        "device_variant": True}) + "\n"
+            for f in files
+        )
+    )  # fmt: skip
+    for scope, out in (("scope.yaml", "compile"), ("keys.txt", "file not in scope")):
+        capsys.readouterr()
+        argv = ["select", "run", "--variants", "v.jsonl", "--scope", scope, "--out", "s.yaml"]
+        assert main(argv) == 0
+        rows = [json.loads(x) for x in Path("s.evidence.jsonl").read_text().splitlines()]
+        got = {r["evidence"]["variant_id"][5:-9]: r["decision"]["reason"] for r in rows}
+        assert got == {
+            "test_a": "no_evidence",
+            "test_b": f"out_of_scope:{out}",
+            "test_new": "no_evidence",
+            "test_newer": "no_evidence",
+        }
+        assert (
+            f"ootest: scope: 2 files are not named in {scope} (added after it was written?); "
+            "decided as in scope: test/test_new.py, test/test_newer.py"
+        ) in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -75,10 +75,18 @@ def work(
     rc, _, err = cli(capsys, "select", "run", "--memory", "old.db", *SELECT, "--out", "suite.yaml")
     assert rc == 0, err
     text = (tmp_path / "suite.yaml").read_text()
-    anchor = "      unlisted_test_mode: mandatory_success\n      tests:\n"
+    anchor = "      # 7 variants: 6 mandatory_success, 1 skip\n      unlisted_test_mode: xfail\n"
+    anchor += "      tests:\n"
     assert text.count(anchor) == 1
     text = text.replace(anchor, anchor + PERSON)
-    text = text.replace("unlisted_test_mode: skip\n", "unlisted_test_mode: skip  # reviewed\n", 1)
+    # the person took the name out of the generated entry (later entries win ties)
+    mine = "            - TestAlpha::test_body\n"
+    assert text.count(mine) == 2
+    at = text.rindex(mine)
+    text = text[:at] + text[at + len(mine) :]
+    beta = "      # 3 variants: 1 mandatory_success, 2 skip\n      unlisted_test_mode: xfail\n"
+    assert text.count(beta) == 1
+    text = text.replace(beta, beta.replace("xfail\n", "xfail  # reviewed\n"))
     (tmp_path / "suite.yaml").write_text(text)
     return Work(tmp_path)
 
@@ -101,6 +109,16 @@ EXPECTED_DIFF = """\
 +# decisions: 6 mandatory_success, 7 skip
 -      # 7 variants: 6 mandatory_success, 1 skip
 +      # 8 variants: 5 mandatory_success, 3 skip
+-        # ootest select: no_device_ops (1 names)
+-        #   calls no op on the device and passed on the reference device
+-        - names:
+-            - TestAlpha::test_gone
+-          mode: mandatory_success
+-          tags: [ootest-select]
+-        # ootest select: ops_supported (4 names)
++        # ootest select: ops_supported (3 names)
+-            - TestAlpha::test_gate
++            - "TestAlpha::test_new[dtype=float32]"
 +        # ootest select: dtype_unsupported:int64 (1 names)
 +        #   dtypes not declared: int64
 +        - names:
@@ -108,15 +126,54 @@ EXPECTED_DIFF = """\
 +          mode: skip
 +          tags: [ootest-select]
 +        # ootest select: upstream_skip (1 names)
-+        #   @onlyCUDA: upstream runs it on other devices only
++        #   @onlyCUDA: upstream runs it on cuda only
 +        - names:
 +            - TestAlpha::test_gate
 +          mode: skip
 +          tags: [ootest-select]
 +    - path: ${TORCH_ROOT}/test/test_gamma.py
 +      # 2 variants: 2 skip
-+      unlisted_test_mode: skip
++      unlisted_test_mode: xfail
++      tests:
++        # ootest select: dtype_unsupported:float64 (1 names)
++        #   dtypes not declared: float64
++        - names:
++            - "TestGamma::test_cumsum[dtype=float64]"
++          mode: skip
++          tags: [ootest-select]
++        # ootest select: op_unsupported:aten::cumsum (1 names)
++        #   calls 1 ops; not declared: aten::cumsum
++        - names:
++            - "TestGamma::test_cumsum[dtype=float32]"
++          mode: skip
++          tags: [ootest-select]
 """
+
+
+def _apply(text: str, diff: str) -> str:
+    """``text`` with the unified diff ``diff`` applied (hunks in order)."""
+    import re
+
+    old, out, pos = text.splitlines(True), [], 0
+    lines = diff.splitlines(True)
+    i = 0
+    while i < len(lines):
+        m = re.match(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@", lines[i])
+        i += 1
+        if m is None:
+            continue
+        start = int(m[1]) - (0 if m[2] == "0" else 1)
+        out += old[pos:start]
+        pos = start
+        while i < len(lines) and not lines[i].startswith("@@"):
+            tag, body = lines[i][0], lines[i][1:]
+            if tag in " -":
+                assert old[pos] == body, (pos, body)
+                pos += 1
+            if tag in " +":
+                out.append(body)
+            i += 1
+    return "".join(out + old[pos:])
 
 
 def _changes(diff: str) -> str:
@@ -142,12 +199,9 @@ def test_an_upgrade_re_decides_only_the_delta_and_lands_as_a_diff(
     assert "1 kept as people's entries decide them" in err
     assert _changes(diff) == _changes(EXPECTED_DIFF)
     new_text = (work / "new.yaml").read_text()
-    # the diff is built from the edits; it is the one difflib finds between the texts
-    assert diff == "".join(
-        difflib.unified_diff(
-            old_text.splitlines(True), new_text.splitlines(True), "a/suite.yaml", "b/new.yaml"
-        )
-    )
+    # the diff is built from the edits; applied to the old text it gives the new one
+    # (its hunks may group otherwise than difflib's)
+    assert _apply(old_text, diff) == new_text
     assert (work / "suite.yaml").read_text() == old_text  # --out: the input stays
 
     # what did not change is byte-identical: test_beta's block, the person's entry
@@ -157,7 +211,7 @@ def test_an_upgrade_re_decides_only_the_delta_and_lands_as_a_diff(
         return text[start : end if end > 0 else None]
 
     assert block(new_text, "test/test_beta.py") == block(old_text, "test/test_beta.py")
-    assert PERSON in new_text and "unlisted_test_mode: skip  # reviewed\n" in new_text
+    assert PERSON in new_text and "unlisted_test_mode: xfail  # reviewed\n" in new_text
     rows = {json.loads(x)["decision"]["variant_id"]: x for x in old_rows}
     new_rows = {
         json.loads(x)["decision"]["variant_id"]: x
@@ -167,9 +221,13 @@ def test_an_upgrade_re_decides_only_the_delta_and_lands_as_a_diff(
     assert unchanged and all(new_rows[v] == rows[v] for v in unchanged)
     assert f"{ALPHA}::test_gone[dtype=float32]" in rows
     assert f"{ALPHA}::test_gone[dtype=float32]" not in new_rows
-    assert (
-        new_rows[f"{ALPHA}::test_body[dtype=float32]"] == rows[f"{ALPHA}::test_body[dtype=float32]"]
-    )
+    # a person decides test_body: decision and evidence as they were, the new
+    # fingerprint (before: the stale one, never flagged again)
+    held, was = (json.loads(r[f"{ALPHA}::test_body[dtype=float32]"]) for r in (new_rows, rows))
+    assert held.pop("held").startswith("a person's entry decides it")
+    assert held.pop("changed") == ["body"] and held.pop("fingerprint") != was.pop("fingerprint")
+    assert held == was
+    assert f"    {ALPHA}::test_body[dtype=float32] (body)" in err
     gate = json.loads(new_rows[f"{ALPHA}::test_gate"])
     assert gate["changed"] == ["decorator"] and gate["decision"]["reason"] == "upstream_skip"
     assert json.loads(new_rows[f"{ALPHA}::test_double[dtype=float32]"])["changed"] == [
@@ -206,13 +264,21 @@ def test_enabling_an_op_re_decides_exactly_the_variants_waiting_on_it(
     assert rc == 0, err
     assert "evaluated 1 of 13 variants (the variants waiting on mm; now 1 mandatory_success)" in err
     assert _changes(diff) == (
-        "-# backend: sup.txt; ootest X\n+# backend: sup.txt + mm; ootest X\n"
+        "-# backend: sup.txt; dtypes: float16,float32; ootest X\n"
+        "+# backend: sup.txt; dtypes: float16,float32 + mm; ootest X\n"
         "-# decisions: 6 mandatory_success, 7 skip\n+# decisions: 7 mandatory_success, 6 skip\n"
         "-      # 3 variants: 1 mandatory_success, 2 skip\n"
         "+      # 3 variants: 2 mandatory_success, 1 skip\n"
         "-        # ootest select: ops_supported (1 names)\n"
         "+        # ootest select: ops_supported (2 names)\n"
         "+            - TestBeta::test_mm\n"
+        # the skip was listed (unlisted is xfail): its entry leaves with its comment
+        "-        # ootest select: op_unsupported:aten::mm (1 names)\n"
+        "-        #   calls 2 ops; not declared: aten::mm\n"
+        "-        - names:\n"
+        "-            - TestBeta::test_mm\n"
+        "-          mode: skip\n"
+        "-          tags: [ootest-select]\n"
     ).replace("ootest X", "ootest " + _version())
     after = (work / "s.evidence.jsonl").read_text().splitlines()
     changed = [json.loads(x) for x in after if x not in before]

@@ -55,7 +55,9 @@ def add_parser(sub: Any) -> None:
         metavar="JSONL",
         help="the op map's calls replayed on the device (ootest ops replay; needs --ops)",
     )
-    r.add_argument("--scope", type=Path, metavar="FILE", help="file keys in scope, one a line")
+    r.add_argument(
+        "--scope", type=Path, metavar="FILE", help="select scope output, or file keys (!KEY: out)"
+    )
     r.add_argument(
         "--root-var",
         default="TORCH_ROOT",
@@ -73,8 +75,9 @@ def add_parser(sub: Any) -> None:
     f.add_argument(
         "--max-rtol",
         type=float,
-        default=0.05,
-        help="largest relative mismatch a precision edit absorbs (default 0.05)",
+        default=None,
+        help="largest relative mismatch a precision proposal covers (default: per dtype, "
+        "float32 1e-4, float16 1e-2, bfloat16 5e-2)",
     )
     f.set_defaults(func=refine)
     _add_enable_and_scope(ssub)
@@ -187,7 +190,7 @@ def _write(out: Path, text: str, sidecar: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ootest.select.gather import Sources, gather
-    from ootest.select.rules import decide
+    from ootest.select.refine import decide_seen
 
     if args.since is not None:
         return run_since(args)
@@ -207,7 +210,9 @@ def run(args: argparse.Namespace) -> int:
     sources = Sources(args.memory, args.ops, args.reference, args.results, args.replay)
     evidence = gather(cands, sources, support, scope)
     _scope_areas(evidence, areas)
-    rows = [(ev, decide(ev)) for ev in evidence]
+    if scope is not None:
+        _say_unknown(args.scope, scope.unknown(c.variant_id.partition("::")[0] for c in cands))
+    rows = [(ev, decide_seen(ev)) for ev in evidence]
     model = "none"
     extra: dict[str, dict[str, Any]] = {}
     if judging is not None:
@@ -358,6 +363,20 @@ def _add_audit(ssub: Any) -> None:
         metavar="JSONL",
         help="results of the audit run (default: SUITE.audit/results.jsonl next to the config)",
     )
+    a.add_argument(
+        "--memory",
+        type=Path,
+        metavar="DB",
+        help="the variants that exist (index build): those without a decision are sampled too",
+    )
+    a.add_argument(
+        "--variants",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="JSONL",
+        help="collected variants (--ootest-variants): those without a decision are sampled too",
+    )
     a.add_argument("--json", action="store_true", help="print the report as JSON")
     a.set_defaults(func=audit)
 
@@ -371,7 +390,10 @@ def audit(args: argparse.Namespace) -> int:
     if args.sample < 1:
         raise UserError(f"--sample: expected at least 1 variant; found {args.sample}")
     check_timeout(args.timeout, "--timeout")
-    pop, cfg, by_key = au.population(args.config)
+    known: list[str] = []
+    if args.memory or args.variants:
+        known = [c.variant_id for c in _candidates(args)]
+    pop, cfg, by_key = au.population(args.config, known)
     members = pop.members
     if args.reason:
         members = [m for m in members if au.matches_reason(m.reason, args.reason)]
@@ -465,14 +487,27 @@ def _add_enable_and_scope(ssub: Any) -> None:
     s.set_defaults(func=scope)
 
 
-def _scope(path: Path | None) -> tuple[set[str] | None, dict[str, str], str]:
-    """The file keys in scope, per excluded file its area, and the preferences'
-    notes: from the YAML 'select scope' writes, or a list of file keys (one a line)."""
+def _scope(path: Path | None) -> tuple[Any, dict[str, str], str]:
+    """The scope (``select.scope.Scope``; None: all in), per excluded file its area,
+    and the preferences' notes: from the YAML 'select scope' writes, or a list of
+    file keys (one a line)."""
     if path is None:
         return None, {}, ""
     from ootest.select.scope import read_scope
 
     return read_scope(path)
+
+
+def _say_unknown(path: Path, unknown: list[str]) -> None:
+    """Files the scope neither lists nor excludes are decided as in scope: say so."""
+    if not unknown:
+        return
+    shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+    print(
+        f"ootest: scope: {len(unknown)} files are not named in {path} (added after it was "
+        f"written?); decided as in scope: {shown}",
+        file=sys.stderr,
+    )
 
 
 def _scope_areas(evidence: list[Any], areas: dict[str, str]) -> None:

@@ -8,7 +8,9 @@ not assumed:
 1. the *population* is every variant of the evidence sidecar that the config
    (as it is now, people's edits included: ``ootest.config.decide``) skips or
    xfails; its reason code is the sidecar's, or ``edited:<bucket>`` where the
-   config no longer gives the mode the selection wrote;
+   config no longer gives the mode the selection wrote; with ``--memory`` or
+   ``--variants``, also the variants that exist but have no row (added upstream
+   since, missed by a collection: nobody decided them), ``unlisted:<bucket>``;
 2. a seeded simple random sample of ``N`` of them (``--reason`` narrows the
    population first) is run, and only it: a config written next to the original
    (so ``path:`` values and file keys resolve the same) lists each sampled
@@ -84,11 +86,15 @@ class Population:
     variants: int = 0  # rows of the sidecar
     mandatory: int = 0  # the config runs them as mandatory_success
     not_in_config: int = 0  # their file is not (or no longer) in the config
+    unlisted: int = 0  # variants that exist but have no row: nobody decided them
 
 
-def population(config: Path) -> tuple[Population, Any, dict[str, Any]]:
+def population(config: Path, known: Iterable[str] = ()) -> tuple[Population, Any, dict[str, Any]]:
     """The skipped and xfailed variants of ``config`` (its sidecar's rows, decided by
-    the config as it is now); also the loaded config and its files by file key."""
+    the config as it is now), and of ``known`` (variant IDs that exist, from the
+    memory or a collection) those the sidecar lacks: no one decided them, the
+    config gives them a mode all the same (``unlisted``, Note [Undecided variants
+    run]); also the loaded config and its files by file key."""
     from ootest.config.decide import Context, decide
     from ootest.config.load import load_config
     from ootest.config.paths import file_keys
@@ -101,18 +107,25 @@ def population(config: Path) -> tuple[Population, Any, dict[str, Any]]:
     by_key = {keys.key(rf.path): rf for rf in cfg.files}
     ctx = Context.current()
     pop = Population([], variants=len(rows))
-    for _ev, d, _fp in rows:
-        rf = by_key.get(split_id(d.variant_id)[0])
-        v = variant_from_id(d.variant_id)
+    decided = {d.variant_id for _ev, d, _fp in rows}
+    undecided = [(vid, None) for vid in sorted(set(known) - decided)]
+    for vid, d in [*((d.variant_id, d) for _ev, d, _fp in rows), *undecided]:
+        rf = by_key.get(split_id(vid)[0])
+        v = variant_from_id(vid)
         if rf is None or v is None:
-            pop.not_in_config += 1
+            pop.not_in_config += d is not None
             continue
         now = decide(rf, cfg.suite.global_, v, ctx)
+        if d is None:
+            pop.unlisted += 1
         if now.mode == "mandatory_success":
             pop.mandatory += 1
             continue
-        reason = d.reason if now.mode == d.mode else f"edited:{now.bucket}"
-        pop.members.append(Member(d.variant_id, now.mode, reason))
+        if d is None:
+            reason = "unlisted" if now.bucket == "unlisted" else f"unlisted:{now.bucket}"
+        else:
+            reason = d.reason if now.mode == d.mode else f"edited:{now.bucket}"
+        pop.members.append(Member(vid, now.mode, reason))
     pop.members.sort(key=lambda m: m.variant_id)
     return pop, cfg, by_key
 
@@ -276,6 +289,7 @@ class AuditReport:
             "variants_in_evidence": self.population.variants,
             "mandatory": self.population.mandatory,
             "not_in_config": self.population.not_in_config,
+            "unlisted": self.population.unlisted,
             "overall": self.overall.to_json(),
             "by_reason": {k: c.to_json() for k, c in sorted(self.by_reason.items())},
             "by_mode": {k: c.to_json() for k, c in sorted(self.by_mode.items())},
@@ -374,6 +388,11 @@ def print_report(rep: AuditReport, console: Any = None) -> None:
     t.add_section()
     row("all", rep.overall, style="bold")
     console.print(t)
+    if rep.population.unlisted:
+        console.print(
+            f"{rep.population.unlisted} variants exist with no decision (unlisted: added "
+            "since the selection, or missed by its collection): sampled as the rest"
+        )
     false = [v for v in rep.variants if v["false_skip"]]
     if false:
         console.print(f"false skips ({len(false)}): they pass; re-decide them")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Container, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,18 +20,13 @@ from typing import TYPE_CHECKING
 
 from ootest.errors import UserError
 from ootest.record.results import RunData
+from ootest.select.gates import gated
 from ootest.select.rules import Evidence, Result
 from ootest.select.signature import signature
 
 if TYPE_CHECKING:
     from ootest.memory import IndexDiff
 
-#: Decorators that keep a test from running on a privateuse1 device (upstream's
-#: own gating); ``device_restrictions: bypass`` in a config lifts them.
-DEVICE_GATES = re.compile(
-    r"^(onlyCUDA|onlyCPU|onlyMPS|onlyXPU|onlyHPU|onlyMTIA|skipPRIVATEUSE1|skipPrivateUse1"
-    r"|onlyCUDAAndPRIVATEUSE1\b(?!.*privateuse1)|largeTensorTest|deviceCountAtLeast)\b"
-)
 _DEVICE_AXIS = re.compile(r"(?:^|,)device=[^,\]]*")
 
 
@@ -192,18 +187,11 @@ def _results(paths: Iterable[Path]) -> dict[str, list[Result]]:
     return out
 
 
-def _gated(decorators: Iterable[str]) -> str | None:
-    for d in decorators:
-        name = d.lstrip("@")
-        if DEVICE_GATES.match(name):
-            return f"@{name.split('(')[0]}: upstream runs it on other devices only"
-    return None
-
-
 def gather(
-    candidates: list[Candidate], sources: Sources, support: Support, scope: set[str] | None
+    candidates: list[Candidate], sources: Sources, support: Support, scope: Container[str] | None
 ) -> list[Evidence]:
-    """The evidence of every candidate (``scope``: the file keys in scope, None: all)."""
+    """The evidence of every candidate (``scope``: which file keys are in scope,
+    ``select.scope.Scope``; None: all)."""
     cpu = _results(sources.reference)
     seen = _results(sources.results)
     ops_of: dict[str, OpEvidence] = {}
@@ -228,7 +216,7 @@ def gather(
         file = c.variant_id.partition("::")[0]
         if scope is not None and file not in scope:
             ev.out_of_scope = "file not in scope"
-        ev.upstream_skip = _gated(c.decorators)
+        ev.upstream_skip = gated(c.decorators)  # Note [Device gates]
         if support.dtypes is not None:
             ev.missing_dtypes = tuple(d for d in c.dtypes if d not in support.dtypes)
         known = ops_of.get(c.variant_id)

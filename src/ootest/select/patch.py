@@ -43,7 +43,7 @@ from typing import Any
 from ootest.config.paths import VAR, is_glob
 from ootest.errors import UserError
 from ootest.select.rules import MODES, Decision
-from ootest.select.writer import MARK, TAG, Placed, entry_lines, render, split_id
+from ootest.select.writer import MARK, TAG, Placed, entry_lines, render, split_id, template_wide
 
 _MARK_LINE = re.compile(r"^(\s*)# ootest select: (.*) \((\d+) names?\)\s*$")
 _SUMMARY = re.compile(r"^(\s*)# \d+ variants: .*$")
@@ -716,7 +716,8 @@ def _patch_block(
         every = sorted(of_template.get(template, ()))
         alike = len({(need[v].mode, need[v].reason) for v in vids}) == 1
         coarse = all(then[v][1] < 2 for v in vids)
-        if len(vids) > 1 and sorted(vids) == every and alike and coarse:
+        wide = template_wide(need[vids[0]].mode, need[vids[0]].reason)
+        if len(vids) > 1 and sorted(vids) == every and alike and coarse and wide:
             units.append((template, need[vids[0]]))
         else:
             units += [(_name(v), need[v]) for v in sorted(vids)]
@@ -834,7 +835,7 @@ def _add_entries(
                 for e in block.entries
                 if e.tagged
                 and e.reason is not None
-                and not e.reason.startswith("precision_edit:")
+                and not e.reason.startswith(("precision_edit:", "precision_proposal:"))
                 and e.mode in MODES
                 and (MODES.index(e.mode), e.reason) > key
             ),

@@ -5,13 +5,25 @@ Note [Refinement]
 the results of real runs to each variant's history and decides again with the
 same rules (Note [Selection rules]), plus:
 
-- ``no_evidence`` becomes ``mandatory_success`` only after ``k`` clean passes in
-  a row (``observed_pass:<k>``; default k = 2);
+- observed clean passes on the device are the strongest evidence: ``k`` clean
+  passes in a row (default k = 2: an audit's, a run's) make any skip or xfail
+  of the rules ``mandatory_success`` (``observed_pass:<k>``), a static skip
+  (``op_unsupported``, ``upstream_skip``, ``replay_crashed``...) included, its
+  evidence naming the decision it overrides; fewer make a static skip ``xfail``
+  (``passed_on_device:<n>/<k>``) so that it runs until it has them. Never
+  overridden: ``out_of_scope`` (the team's choice) and ``upstream_broken`` (the
+  CPU fails it too);
 - a model judge's decision (``judge:<bucket>``, Note [Model judge]) is kept while
   the rules still find no evidence and the device has no result for it;
 - a failure that is a numerical mismatch (``Tensor-likes are not close``) whose
-  greatest relative difference is within ``max_rtol`` becomes a precision edit
-  (the observed differences with 2x headroom) instead of an xfail;
+  greatest relative difference is within the dtype's bound (``PRECISION_BOUNDS``:
+  float32 1e-4, float16 1e-2, bfloat16 5e-2...; ``--max-rtol`` one bound for
+  all) is a *proposal*, never a promotion: ``xfail``
+  (``precision_proposal:<dtype>``) with the observed error and a precision
+  edit of 2x the observed differences, so the next run tries it; passes at
+  that tolerance confirm it (the evidence says so) and it stays a proposal
+  until a person pins it; a failure at it is decided again from that failure.
+  Beyond the bound it stays the failure it is (``observed_fail``);
 - a failure is ``xfail_strict`` with its signature, a crash or timeout ``skip``
   with its signal (the rules).
 
@@ -131,29 +143,29 @@ def refine_one(
     ev: Evidence,
     last: dict[str, Any] | None,
     k: int,
-    max_rtol: float,
+    max_rtol: float | None = None,
     prior: Decision | None = None,
 ) -> Refined:
+    """One variant decided again from its history (Note [Refinement]); ``max_rtol``:
+    the largest relative mismatch a precision proposal covers (None: the dtype's
+    bound, ``PRECISION_BOUNDS``)."""
     d = decide(ev)
     runs = [r.outcome for r in ev.observed]
     if prior is not None and prior.source == "model" and d.reason == "no_evidence" and not runs:
         # the judge's accepted proposal stands until the device says otherwise
         return Refined(prior)
-    if (
-        promotable(d.reason)
-        and len(runs) >= k
-        and all(o in ("passed", "xpassed") for o in runs[-k:])
-    ):
-        return Refined(
-            Decision(ev.variant_id, "mandatory_success", f"observed_pass:{k}",
-                     (f"passed the last {k} runs on the device",), "refine")
-        )  # fmt: skip
+    kept = _proposal_kept(ev, prior)
+    if kept is not None:
+        return kept
+    passed = settle(ev, d, k)
+    if passed is not None:
+        return Refined(passed)
     if d.mode == "xfail_strict" and last is not None:
         prec = _precision(last, ev.dtypes, max_rtol)
         if prec is not None:
             return Refined(
-                Decision(ev.variant_id, "mandatory_success", f"precision_edit:{prec.dtype}",
-                         (prec.why,), "refine"),
+                Decision(ev.variant_id, "xfail", f"precision_proposal:{prec.dtype}",
+                         (prec.why, _proposed(prec)), "refine"),
                 prec,
             )  # fmt: skip
     return Refined(
@@ -161,9 +173,102 @@ def refine_one(
     )
 
 
-def _precision(rec: dict[str, Any], dtypes: tuple[str, ...], max_rtol: float) -> Precision | None:
+#: The largest relative mismatch a precision proposal covers, per dtype: about
+#: 10-80x torch's own default rtol for it (float32 1.3e-6, float16 1e-3,
+#: bfloat16 1.6e-2), so a kernel 0.1% off in float32 is a bug, not a tolerance.
+#: A dtype not listed (integers, bool) gets no proposal.
+PRECISION_BOUNDS = {
+    "float64": 1e-6,
+    "complex128": 1e-6,
+    "float32": 1e-4,
+    "complex64": 1e-4,
+    "float16": 1e-2,
+    "bfloat16": 5e-2,
+}
+_PROPOSED = re.compile(r"^proposed precision (\w+): atol=(\S+), rtol=(\S+)$")
+
+
+def _proposed(p: Precision) -> str:
+    return f"proposed precision {p.dtype}: atol={p.atol:.3g}, rtol={p.rtol:.3g}"
+
+
+def _proposal_kept(ev: Evidence, prior: Decision | None) -> Refined | None:
+    """A precision proposal stays a proposal while the device passes at its
+    tolerance (Note [Refinement]): a run confirms it, a person accepts it."""
+    if prior is None or not prior.reason.startswith("precision_proposal:") or not ev.observed:
+        return None
+    if ev.observed[-1].outcome not in ("passed", "xpassed"):
+        return None  # failed at the proposed tolerance: decided again from the failure
+    m = next((m for e in prior.evidence if (m := _PROPOSED.match(e))), None)
+    if m is None:
+        return None
+    prec = Precision(m[1], float(m[2]), float(m[3]), prior.evidence[0])
+    n = 0
+    for r in reversed(ev.observed):
+        if r.outcome not in ("passed", "xpassed"):
+            break
+        n += 1
+    why = (
+        f"confirmed: passed the last {n} run(s) at the proposed tolerance; to accept it, "
+        "pin the entry (remove the ootest-select tag, mode: mandatory_success)"
+    )
+    return Refined(
+        Decision(ev.variant_id, "xfail", prior.reason, (prior.evidence[0], _proposed(prec), why),
+                 "refine"),
+        prec,
+    )  # fmt: skip
+
+
+#: Decisions clean passes on the device never override: the team's scope (a
+#: preference, not a prediction) and a failure of the CPU reference run.
+NOT_BY_PASSES = ("out_of_scope:", "upstream_broken:")
+
+
+def settle(ev: Evidence, d: Decision, k: int = 2) -> Decision | None:
+    """What clean passes on the device make of the rules' decision ``d`` (Note
+    [Refinement]): the strongest evidence, so ``k`` clean passes in a row make any
+    skip or xfail of the rules ``mandatory_success`` (``observed_pass:<k>``) and
+    fewer make a static skip run (``xfail``, ``passed_on_device:<n>/<k>``), each
+    with the decision they override in the evidence; None: nothing to change."""
+    if d.mode == "mandatory_success" or d.reason.startswith(NOT_BY_PASSES):
+        return None
+    n = 0
+    for r in reversed(ev.observed):
+        if r.outcome not in ("passed", "xpassed"):
+            break
+        n += 1
+    if n == 0:
+        return None
+    was = () if promotable(d.reason) else (f"overrides {d.reason}: {'; '.join(d.evidence)}",)
+    if n >= k:
+        return Decision(ev.variant_id, "mandatory_success", f"observed_pass:{k}",
+                        (f"passed the last {k} runs on the device", *was), "refine")  # fmt: skip
+    if d.mode != "skip":
+        return None  # it runs already; the next passes promote it
+    return Decision(
+        ev.variant_id,
+        "xfail",
+        f"passed_on_device:{n}/{k}",
+        (f"passed {n} clean run(s) on the device, {k} make it mandatory: it runs until then", *was),
+        "refine",
+    )
+
+
+def decide_seen(ev: Evidence, k: int = 2) -> Decision:
+    """The rules' decision, then what clean passes on the device make of it
+    (:func:`settle`): how ``select run --results`` and ``--since`` decide."""
+    d = decide(ev)
+    return settle(ev, d, k) or d
+
+
+def _precision(
+    rec: dict[str, Any], dtypes: tuple[str, ...], max_rtol: float | None
+) -> Precision | None:
     msg = str(rec.get("message") or "")
     if not _CLOSE.search(msg) or len(dtypes) != 1:
+        return None
+    bound = PRECISION_BOUNDS.get(dtypes[0]) if max_rtol is None else max_rtol
+    if bound is None:
         return None
     a, r = _ABS.search(msg), _REL.search(msg)
     if a is None or r is None:
@@ -172,11 +277,12 @@ def _precision(rec: dict[str, Any], dtypes: tuple[str, ...], max_rtol: float) ->
         atol, rtol = float(a[1]), float(r[1])
     except ValueError:
         return None
-    if not (0 <= rtol <= max_rtol) or atol != atol or atol == float("inf"):
+    if not (0 <= rtol <= bound) or atol != atol or atol == float("inf"):
         return None
+    src = f"--max-rtol {bound:g}" if max_rtol is not None else f"{dtypes[0]}'s bound {bound:g}"
     why = (
-        f"numerical mismatch within bounds: greatest abs diff {atol:.3g}, rel diff {rtol:.3g} "
-        f"(<= --max-rtol {max_rtol:g}); tolerance set to 2x"
+        f"numerical mismatch on the device: greatest abs diff {atol:.3g}, rel diff {rtol:.3g} "
+        f"(<= {src}); proposed: 2x that tolerance, to review"
     )
     return Precision(dtypes[0], 2 * atol, 2 * rtol, why)
 

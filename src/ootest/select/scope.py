@@ -41,12 +41,13 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ootest.errors import UserError
-from ootest.select.gather import DEVICE_GATES
+from ootest.select.gates import gate
 
 AREAS = ("ops", "autograd", "compile", "distributed", "sparse", "quantized", "nested")
 #: Areas whose tests are device-generic: a file counts only with tests for the device.
@@ -333,7 +334,7 @@ def file_info(key: str, data: bytes, device_name: str) -> FileInfo:
 
 def _limited(k: Any, device_name: str) -> str | None:
     for d in k.decorators:
-        if DEVICE_GATES.match(d.name.rpartition(".")[2]):
+        if gate(str(d), device_name) is not None:
             return f"@{d.name} keeps it off the device"
     mine = {"privateuse1", device_name.lower()}
     for inst in k.instantiations:
@@ -397,11 +398,11 @@ def classify(info: FileInfo, det: Detection, prefs: Prefs) -> Scoped:
 
 
 def _detected(info: FileInfo, area: str, det: Detection) -> tuple[bool, str]:
-    if info.error:
-        return False, f"it does not parse ({info.error})"
     hook = det.hook(area)
     if hook is None:
         return False, det.missing(area)
+    if info.error:  # upstream may well run it (newer syntax): unknown means run
+        return True, f"it does not parse here ({info.error}): its tests cannot be read, kept in"
     if area not in DEVICE_GENERIC:
         return True, hook
     if info.device_classes:
@@ -484,10 +485,29 @@ def render_scope(det: Detection, prefs: Prefs, roots: list[str], scoped: list[Sc
     return "\n".join(head) + "\n" + body
 
 
-def read_scope(path: Path) -> tuple[set[str], dict[str, str], str]:
-    """(file keys in scope, area per excluded file, the preferences' notes for a
-    model judge) from the YAML ``select scope`` writes, or from a list of file
-    keys (one a line, as before; no notes)."""
+@dataclass(frozen=True)
+class Scope:
+    """What a scope file says: the files it puts in and the files it excluded.
+
+    Only an excluded file is out of scope; a file the scope does not name (added
+    upstream after it was written) is *unknown*, and unknown means run: it is in
+    (``file in scope`` is true), and :meth:`unknown` counts it."""
+
+    listed: frozenset[str]
+    excluded: frozenset[str]
+
+    def __contains__(self, file: object) -> bool:
+        return file not in self.excluded
+
+    def unknown(self, files: Iterable[str]) -> list[str]:
+        """The file keys of ``files`` the scope neither lists nor excludes."""
+        return sorted({f for f in files if f not in self.listed and f not in self.excluded})
+
+
+def read_scope(path: Path) -> tuple[Scope, dict[str, str], str]:
+    """(the scope, area per excluded file, the preferences' notes for a model
+    judge) from the YAML ``select scope`` writes, or from a list of file keys
+    (one a line: in scope; a line ``!KEY`` excludes one; no notes)."""
     import yaml
 
     try:
@@ -508,9 +528,10 @@ def read_scope(path: Path) -> tuple[set[str], dict[str, str], str]:
                 f"--scope {path}: expected files: and excluded: lists of {{path, area, why}} "
                 "as 'ootest select scope' writes them"
             ) from None
-        return keys, areas, str(notes)
-    keys = {x.strip() for x in text.splitlines() if x.strip() and not x.startswith("#")}
-    return keys, {}, ""
+        return Scope(frozenset(keys), frozenset(areas)), areas, str(notes)
+    lines = [x.strip() for x in text.splitlines() if x.strip() and not x.startswith("#")]
+    out = frozenset(x[1:].strip() for x in lines if x.startswith("!"))
+    return Scope(frozenset(x for x in lines if not x.startswith("!")), out), {}, ""
 
 
 def _is_test_file(key: str) -> bool:

@@ -8,8 +8,14 @@ the config (Note [Config patches] says how it is edited):
   the repository memory diff (``ootest index diff``) names the device variants
   added or modified (their fingerprint changed: body, decorator, helper,
   import, OpInfo/ModuleInfo entry) and removed. Only the added and modified are
-  decided again, with the same evidence and rules as a full run; a removed one
-  leaves the sidecar and the names that named exactly it. Everything else is
+  decided again, with the same evidence and rules as a full run, plus their
+  history: the results observed on the device, the CPU reference and the
+  judge's record are carried from their old evidence lines, unless the test's
+  own body changed (``INVALIDATES``: its earlier runs were of other code; the
+  line says ``dropped``); a removed one
+  leaves the sidecar and the names that named exactly it. A variant a person's
+  entry decides keeps its decision, but its line takes the new fingerprint and
+  ``changed`` (``held``), and the run lists it. Everything else is
   kept as it was, byte for byte, sidecar lines included. With ``--replay`` (a
   new ``ootest ops replay``: a new backend build, a new capture), the variants
   whose replay evidence changes (faults, or undeclared ops its calls cover) are
@@ -34,7 +40,7 @@ import json
 import os
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -50,7 +56,7 @@ from ootest.select.gather import (
     gather,
 )
 from ootest.select.patch import patch
-from ootest.select.refine import read_sidecar, sidecar_path
+from ootest.select.refine import decide_seen, read_sidecar, sidecar_path
 from ootest.select.rules import Decision, Evidence, decide
 
 #: The model judge as an upgrade asks it (Note [Model judge]): the re-decided
@@ -389,6 +395,17 @@ def _row(
     return _ENCODE(row)
 
 
+def _held(line: bytes, fingerprint: str, changed: Iterable[str]) -> str:
+    """The evidence line of a variant a person's entry decides, after a change: its
+    decision and evidence as they were, the new fingerprint, and why it changed
+    (``held``: a later upgrade compares with this fingerprint, not a stale one)."""
+    row = json.loads(line)
+    row["fingerprint"] = fingerprint
+    row["changed"] = list(changed)
+    row["held"] = "a person's entry decides it; decision and evidence as before the change"
+    return _ENCODE(row)
+
+
 def _read(config: Path) -> str:
     try:
         return config.read_text(encoding="utf-8")
@@ -450,7 +467,9 @@ def _finish(
         if vid in old:
             total[old[vid][1]] -= 1
     for vid, (ev, d, fp, why) in changes.items():
-        if vid in held:  # a person decides it: its evidence line stays as it was
+        if vid in held:  # a person decides it: its decision and evidence stay as they were
+            if vid in old:  # but the line takes the new fingerprint, and says why
+                side.edits[vid] = _held(old[vid][0], fp, why).encode("utf-8")
             continue
         side.edits[vid] = _row(ev, d, fp, why, (extra or {}).get(vid)).encode("utf-8")
         if vid in old:
@@ -476,7 +495,11 @@ def _finish(
     o.decisions = Counter(d.mode for vid, d in decided.items() if vid not in held)
     o.held, o.unplaceable = sorted(patched.held), patched.unplaceable
     if o.held:
-        o.notes.append(f"{len(o.held)} kept as people's entries decide them")
+        o.notes.append(
+            f"{len(o.held)} kept as people's entries decide them (their evidence lines "
+            "take the new fingerprint); review them:"
+        )
+        o.notes += [f"  {vid} ({', '.join(changes[vid][3])})" for vid in o.held if vid in changes]
     if o.unplaceable:
         o.notes.append(
             f"files listed only by a glob path, decide them by hand: {', '.join(o.unplaceable)}"
@@ -491,7 +514,7 @@ def upgrade(
     out: Path,
     sources: Sources,
     support: Support,
-    scope: set[str] | None,
+    scope: Container[str] | None,
     provenance: Callable[[str], str],
     judge: Judging | None = None,
 ) -> Outcome:
@@ -522,10 +545,19 @@ def upgrade(
     evidence = gather(cands, sources, support, scope)
     fps = {c.variant_id: c.fingerprint for c in cands}
     universe = device_ids(new_db, {v.partition("::")[0] for v in [*why, *removed]})
-    decided = [(ev, decide(ev)) for ev in evidence]
+    kept, priors, dropped = _carry(side, evidence, why)
+    decided = []
+    for ev in evidence:
+        d = decide_seen(ev)
+        prior = priors.get(ev.variant_id)
+        if prior is not None and d.reason == "no_evidence" and not ev.observed:
+            d = prior  # the judge's accepted proposal stands, as in refine
+        decided.append((ev, d))
     extra: dict[str, dict[str, Any]] = {}
     if judge is not None:  # a citation may name a variant of the files touched
         decided, extra = judge(cands, decided, {v for vs in universe.values() for v in vs})
+    for vid, more in kept.items():
+        extra[vid] = {**more, **extra.get(vid, {})}  # a new judge record wins
     changes = {ev.variant_id: (ev, d, fps[ev.variant_id], why[ev.variant_id]) for ev, d in decided}
     side.trust_totals(_read(config).split("test_suite_config:", 1)[0])
     rows_before = sum(side.totals().values())
@@ -538,6 +570,18 @@ def upgrade(
     if sources.replay is not None:
         o.details.append(f"{n_replay} by the replay")
     o.details.append(f"{len(removed)} removed")
+    skipping = len(re.findall(r"^\s*unlisted_test_mode: *skip\b", o.new_text, re.M))
+    if skipping:
+        o.notes.append(
+            f"{skipping} file blocks skip what they do not list (unlisted_test_mode: skip): "
+            "a variant added upstream is skipped undecided there; set it to xfail (as "
+            "select run writes it) or rewrite the config with select refine"
+        )
+    if dropped:
+        o.notes.append(
+            f"{dropped} re-decided variants lost their observed results: the test body "
+            "changed (the next run gives new ones)"
+        )
     unknown = dev.total - (rows_before - known) - len(why)
     if unknown > 0:
         o.notes.append(
@@ -545,6 +589,58 @@ def upgrade(
             "did not change: decide them with a full 'ootest select run'"
         )
     return o
+
+
+#: Changes after which a variant's earlier runs say nothing about it (Note
+#: [Incremental selection]): its own code is other code now.
+INVALIDATES = ("body",)
+
+
+def _carry(
+    side: _Sidecar, evidence: list[Evidence], why: Mapping[str, tuple[str, ...]]
+) -> tuple[dict[str, dict[str, Any]], dict[str, Decision], int]:
+    """Carry each re-decided variant's history from its old evidence line into its
+    new evidence (in place): the results observed on the device and the CPU
+    reference (unless a change in ``INVALIDATES`` makes them another test's), and
+    the judge's record. Returns the extra keys per variant for its line (``judge``,
+    or ``dropped`` saying what was dropped and why), the judge's accepted
+    decisions, and how many variants had results dropped."""
+    from ootest.select.rules import Result
+
+    old = side.old([ev.variant_id for ev in evidence])
+    extra: dict[str, dict[str, Any]] = {}
+    priors: dict[str, Decision] = {}
+    dropped = 0
+    for ev in evidence:
+        hit = old.get(ev.variant_id)
+        if hit is None:
+            continue
+        try:
+            row = json.loads(hit[0])
+            raw = row.get("evidence") or {}
+            seen = [Result(**r) for r in raw.get("observed") or ()]
+            cpu = Result(**raw["cpu"]) if raw.get("cpu") else None
+            d = row.get("decision") or {}
+        except (ValueError, TypeError):
+            continue  # an unreadable line: nothing to carry
+        stale = [c for c in why.get(ev.variant_id, ()) if c.partition(":")[0] in INVALIDATES]
+        if stale:
+            if seen or cpu is not None:
+                what = f"{len(seen)} observed results" + (" and the CPU reference" if cpu else "")
+                extra[ev.variant_id] = {"dropped": f"{what}: the test {stale[0]} changed"}
+                dropped += 1
+            continue
+        at = {r.at for r in ev.observed if r.at is not None}
+        ev.observed = [r for r in seen if r.at is None or r.at not in at] + ev.observed
+        if ev.cpu is None:
+            ev.cpu = cpu
+        if "judge" in row:
+            extra[ev.variant_id] = {"judge": row["judge"]}
+        if d.get("source") == "model":
+            priors[ev.variant_id] = Decision(
+                ev.variant_id, d["mode"], d["reason"], tuple(d.get("evidence") or ()), "model"
+            )
+    return extra, priors, dropped
 
 
 def _replay_moved(config: Path, sources: Sources) -> set[str]:

@@ -114,11 +114,12 @@ NATIVE_QUANTIZED_OPS = frozenset(
 # kernel, exactly where a real device's would.
 FAULT_KINDS = ("wrong", "crash", "hang", "error")
 CRASH_SIGNALS = ("SIGSEGV", "SIGABRT")
+_CONTEXT_KEYS = ("noncontiguous", "after_calls")  # faults a single call may not show
 _FAULT_KEYS = {
-    "wrong": ("kind", "dtypes", "min_numel", "rel_error"),
-    "crash": ("kind", "dtypes", "min_numel", "signal"),
-    "hang": ("kind", "dtypes", "min_numel"),
-    "error": ("kind", "dtypes", "min_numel", "message"),
+    "wrong": ("kind", "dtypes", "min_numel", *_CONTEXT_KEYS, "rel_error"),
+    "crash": ("kind", "dtypes", "min_numel", *_CONTEXT_KEYS, "signal"),
+    "hang": ("kind", "dtypes", "min_numel", *_CONTEXT_KEYS),
+    "error": ("kind", "dtypes", "min_numel", *_CONTEXT_KEYS, "message"),
 }
 _PROFILE_KEYS = ("description", "extends", "dtypes", "ops", "op_dtypes", "faults")
 
@@ -133,6 +134,8 @@ class Fault:
     rel_error: float = 0.0  # wrong: every floating result element is off by this, relatively
     signal: str = "SIGSEGV"  # crash: the signal that kills the process
     message: str = ""  # error: the device's words
+    noncontiguous: bool = False  # fires only when a device argument is not contiguous
+    after_calls: int = 0  # fires only after this many matching calls in the process
     origin: str = ""  # "file:line:col" of the entry, for messages
 
 
@@ -264,6 +267,16 @@ def _read_faults(doc: _Yaml, raw: object) -> tuple[dict[str, Fault], list[Proble
                     problems.append(doc.problem((*at, "rel_error"), msg))
                 else:
                     rel_error = float(v)
+        noncontiguous = entry.get("noncontiguous", False)
+        if not isinstance(noncontiguous, bool):
+            msg = f"expected true or false, found {noncontiguous!r}"
+            problems.append(doc.problem((*at, "noncontiguous"), msg))
+            noncontiguous = False
+        after_calls = entry.get("after_calls", 0)
+        if isinstance(after_calls, bool) or not isinstance(after_calls, int) or after_calls < 0:
+            msg = f"expected an integer >= 0, found {after_calls!r}"
+            problems.append(doc.problem((*at, "after_calls"), msg))
+            after_calls = 0
         sig = entry.get("signal", "SIGSEGV")
         if kind == "crash" and sig not in CRASH_SIGNALS:
             msg = f"expected one of {', '.join(CRASH_SIGNALS)}, found {sig!r}"
@@ -276,6 +289,8 @@ def _read_faults(doc: _Yaml, raw: object) -> tuple[dict[str, Fault], list[Proble
             rel_error=rel_error,
             signal=str(sig),
             message=str(entry.get("message", "")),
+            noncontiguous=noncontiguous,
+            after_calls=after_calls,
             origin=f"{origin.file}:{origin.line}:{origin.col}",
         )
     return out, problems
@@ -606,8 +621,8 @@ def _resolve_ops(profile: Profile) -> list[str]:
 
 
 # What emu.cpp's set_profile takes for one fault:
-# (kind, rel_error, c10 dtypes, min_numel, signal name, message).
-_CFault = tuple[str, float, list[str], int, str, str]
+# (kind, rel_error, c10 dtypes, min_numel, signal name, message, noncontiguous, after_calls).
+_CFault = tuple[str, float, list[str], int, str, str, bool, int]
 
 
 def _resolve_faults(profile: Profile, ops: list[str]) -> dict[str, _CFault]:
@@ -625,7 +640,7 @@ def _resolve_faults(profile: Profile, ops: list[str]) -> dict[str, _CFault]:
         c = (f.kind, f.rel_error, [C10_DTYPES[d] for d in f.dtypes], f.min_numel)
         for op in hits:  # an exact overload ("add.Tensor") wins over its op's entry
             if op == name or f"aten::{op}" not in out:
-                out[f"aten::{op}"] = (*c, f.signal, f.message)
+                out[f"aten::{op}"] = (*c, f.signal, f.message, f.noncontiguous, f.after_calls)
     return out
 
 

@@ -39,6 +39,7 @@
 #include <torch/extension.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <bitset>
 #include <chrono>
 #include <csignal>
@@ -148,6 +149,9 @@ struct Fault {
   int64_t min_numel = 0;             // fires when a device argument has this many elements
   int signal = SIGSEGV;              // Crash
   std::string message;               // Error
+  bool noncontiguous = false;        // fires only when a device argument is non-contiguous
+  int64_t after_calls = 0;           // fires only after this many matching calls in the process
+  std::shared_ptr<std::atomic<int64_t>> calls = std::make_shared<std::atomic<int64_t>>(0);
 };
 
 struct Profile {
@@ -187,6 +191,7 @@ at::Tensor host_alias(const at::Tensor& t);  // storage and view kernels, below
 struct CallShape {
   std::bitset<static_cast<size_t>(c10::ScalarType::NumOptions)> dtypes;  // no allocation per call
   int64_t max_numel = 0;
+  bool noncontiguous = false;  // a device argument is not contiguous
 };
 
 void check_tensor(const std::string& op, const at::Tensor& t, CallShape& shape) {
@@ -194,6 +199,7 @@ void check_tensor(const std::string& op, const at::Tensor& t, CallShape& shape) 
   check_dtype(op, t.scalar_type());
   shape.dtypes.set(static_cast<size_t>(t.scalar_type()));
   shape.max_numel = std::max<int64_t>(shape.max_numel, t.numel());
+  if (!shape.noncontiguous && !t.is_contiguous()) shape.noncontiguous = true;
 }
 
 const Fault* matching_fault(const std::string& op, const CallShape& shape) {
@@ -202,10 +208,14 @@ const Fault* matching_fault(const std::string& op, const CallShape& shape) {
   if (it == g_profile.faults.end()) return nullptr;
   const Fault& f = it->second;
   if (shape.max_numel < f.min_numel) return nullptr;
-  if (f.dtypes.empty()) return &f;
+  if (f.noncontiguous && !shape.noncontiguous) return nullptr;
+  bool dtype_ok = f.dtypes.empty();
   for (auto t : f.dtypes)
-    if (shape.dtypes.test(static_cast<size_t>(t))) return &f;
-  return nullptr;
+    if (shape.dtypes.test(static_cast<size_t>(t))) dtype_ok = true;
+  if (!dtype_ok) return nullptr;
+  // state across calls: the first after_calls matching calls in this process are fine
+  if (f.after_calls > 0 && f.calls->fetch_add(1) < f.after_calls) return nullptr;
+  return &f;
 }
 
 [[noreturn]] void crash(const std::string& op, const Fault& f) {
@@ -328,12 +338,14 @@ c10::ScalarType parse_dtype(const std::string& name) {
   TORCH_CHECK_VALUE(false, "emu: unknown dtype '", name, "'");
 }
 
-// (kind, rel_error, dtypes, min_numel, signal name, message), see ootest.device.emu
+// (kind, rel_error, dtypes, min_numel, signal name, message, noncontiguous, after_calls),
+// see ootest.device.emu
 using FaultSpec = std::tuple<std::string, double, std::vector<std::string>, int64_t, std::string,
-                             std::string>;
+                             std::string, bool, int64_t>;
 
 Fault parse_fault(const std::string& op, const FaultSpec& spec) {
-  const auto& [kind, rel_error, dtypes, min_numel, signal, message] = spec;
+  const auto& [kind, rel_error, dtypes, min_numel, signal, message, noncontiguous, after_calls] =
+      spec;
   Fault f;
   if (kind == "wrong") {
     f.kind = FaultKind::Wrong;
@@ -353,6 +365,8 @@ Fault parse_fault(const std::string& op, const FaultSpec& spec) {
   f.min_numel = min_numel;
   f.signal = signal == "SIGABRT" ? SIGABRT : SIGSEGV;
   f.message = message;
+  f.noncontiguous = noncontiguous;
+  f.after_calls = after_calls;
   return f;
 }
 
