@@ -34,12 +34,36 @@ def _rows(side: Path) -> dict[str, dict[str, object]]:
     return out
 
 
+def _certain_ops(vids: list[str]) -> None:
+    """An op map in ./ops.db certain that each of ``vids`` calls add only: a dtype
+    the backend does not declare skips only with a certain op set."""
+    from ootest.opmap.store import OpStore
+
+    recs: list[dict[str, object]] = [
+        {"kind": "provenance", "torch_version": "2", "torch_git": "a", "device": "emu",
+         "profile": "full", "ootest_version": "0", "time": 1.0},
+    ]  # fmt: skip
+    for vid in vids:
+        recs += [
+            {"kind": "ops", "variant_id": vid, "ops": {"aten::add.Tensor": 1}},
+            {"kind": "stop", "variant_id": vid, "outcome": "passed"},
+        ]
+    with OpStore.open(Path("ops.db"), create=True) as store:
+        store.ingest_records(recs, source="test")
+
+
 # ------------------------------------------------ item 8: passes override static skips
 @pytest.mark.parametrize(
     "ev",
     [
-        Evidence("v", ops=("aten::mm",), missing_ops=("aten::mm",)),
-        Evidence("v", dtypes=("float64",), missing_dtypes=("float64",)),
+        Evidence("v", ops=("aten::mm",), missing_ops=("aten::mm",), ops_declared=True),
+        Evidence(
+            "v",
+            ops=("aten::mm",),
+            dtypes=("float64",),
+            missing_dtypes=("float64",),
+            ops_declared=True,
+        ),
         Evidence("v", upstream_skip="@onlyCUDA: upstream runs it on cuda only"),
         Evidence("v", reference=Result("failed", "RuntimeError:1", "x")),
     ],
@@ -76,8 +100,9 @@ def test_an_audited_pass_re_decides_a_skip_through_refine(
     vid = "test/t.py::T::test_a[dtype=float64]"
     Path("v.jsonl").write_text(_vrec(vid, ("float64",)))
     Path("sup.txt").write_text("add\n")
-    assert main(["select", "run", "--variants", "v.jsonl", "--supported", "sup.txt",
-                 "--dtypes", "float32", "--out", "s.yaml"]) == 0  # fmt: skip
+    _certain_ops([vid])
+    assert main(["select", "run", "--variants", "v.jsonl", "--ops", "ops.db", "--supported",
+                 "sup.txt", "--dtypes", "float32", "--out", "s.yaml"]) == 0  # fmt: skip
     assert _rows(Path("s.evidence.jsonl"))[vid]["decision"]["reason"] == (  # type: ignore[index]
         "dtype_unsupported:float64"
     )
@@ -237,8 +262,9 @@ def test_a_generated_config_never_skips_what_it_did_not_decide(
                f"{t}::test_skip3[dtype=float64]", f"{t}::test_ok[dtype=float32]"]  # fmt: skip
     Path("v.jsonl").write_text("".join(_vrec(v, (v[-8:-1],)) for v in decided))
     Path("sup.txt").write_text("add\n")
-    assert main(["select", "run", "--variants", "v.jsonl", "--supported", "sup.txt",
-                 "--dtypes", "float32", "--out", "s.yaml"]) == 0  # fmt: skip
+    _certain_ops(decided[:3])  # test_ok: not in the op map
+    assert main(["select", "run", "--variants", "v.jsonl", "--ops", "ops.db", "--supported",
+                 "sup.txt", "--dtypes", "float32", "--out", "s.yaml"]) == 0  # fmt: skip
     text = Path("s.yaml").read_text()
     assert "unlisted_test_mode: xfail" in text
     # a dtype skip names its variants exactly: a later dtype is not skipped by it
