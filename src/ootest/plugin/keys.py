@@ -95,6 +95,8 @@ def result_fields(item: pytest.Item) -> dict[str, Any]:
         out.update(mode=d.mode, bucket=d.bucket, reason=d.reason, issue=d.issue, origin=d.origin)
         if d.capable:
             out["capable"] = True
+        if d.code:  # Note [Decisions people can see]
+            out.update(code=d.code, evidence=list(d.evidence))
     return out
 
 

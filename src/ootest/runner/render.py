@@ -34,9 +34,9 @@ from ootest.record.results import (
     RunData,
     blocking,
     headline,
-    skipped_by,
 )
 from ootest.runner.guard import Trip
+from ootest.runner.reasons import Group, details_text, expected_groups, skip_groups
 from ootest.runner.trend import Trend, shown
 
 LABELS = {XPASSED_STRICT: "strict xpass"}
@@ -117,18 +117,6 @@ def per_class(data: RunData) -> dict[str, dict[str, Counter[str]]]:
     return {f: dict(sorted(c.items())) for f, c in sorted(out.items())}
 
 
-def skip_groups(data: RunData) -> dict[str, dict[str, list[str]]]:
-    """Skipped variants by who skipped them and why (see :func:`skipped_by`):
-    ``{"config": {reason: [variant IDs]}, "test": {message: [...]}}``, the
-    reasons of each most variants first."""
-    by: dict[str, dict[str, list[str]]] = {who: defaultdict(list) for who in SKIPPED_BY}
-    for key, r in data.results.items():
-        if r["outcome"] == SKIPPED:
-            who, why = skipped_by(r)
-            by[who][why].append(key)
-    return {w: dict(sorted(g.items(), key=lambda x: (-len(x[1]), x[0]))) for w, g in by.items()}
-
-
 def _axis_rates(data: RunData) -> tuple[dict[str, list[int]], dict[str, list[int]], Any]:
     """Per op, per dtype and per (op, dtype): [passed, ran] over tests that ran."""
     ops: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -178,15 +166,37 @@ def print_summary(
     table.add_row("[b]total[/b]", *(_cell(o, total[o]) for o in present))
     console.print(table)
     skips = skip_groups(data)
-    if any(skips.values()):
-        n_by = {w: sum(map(len, g.values())) for w, g in skips.items()}
+    if skips:
+        n_by = Counter({w: 0 for w in SKIPPED_BY})
+        for g in skips:
+            n_by[g.who] += g.count
         console.print(
             f"[b]top skip reasons[/b] ({n_by['config']} skipped by the config, "
             f"{n_by['test']} by the test itself)"
         )
-        top = [(len(ids), f"{w}: {why}") for w, g in skips.items() for why, ids in g.items()]
-        for n, reason in sorted(top, key=lambda x: -x[0])[:5]:
-            console.print(f"  {n:5d}  {esc(reason)}")
+        for g in skips[:8]:
+            more = details_text(g)
+            console.print(
+                f"  {g.count:5d}  {esc(g.who)}: {esc(g.key)}" + (f" ({esc(more)})" if more else "")
+            )
+        if len(skips) > 8:
+            console.print(
+                f"  [dim]... and {len(skips) - 8} more reasons (the HTML report has them)[/dim]"
+            )
+    expected = expected_groups(data)
+    if expected:
+        n = sum(g.count for g in expected)
+        console.print(f"[b]expected to fail, by reason[/b] ({n} variants the config runs as xfail)")
+        for g in expected[:8]:
+            more = details_text(g)
+            kinds = ", ".join(f"{k} {v}" for k, v in g.outcomes.most_common())
+            console.print(
+                f"  {g.count:5d}  {esc(g.key)}"
+                + (f" ({esc(more)})" if more else "")
+                + f"  [dim]({kinds})[/dim]"
+            )
+        if len(expected) > 8:
+            console.print(f"  [dim]... and {len(expected) - 8} more reasons[/dim]")
     causes = failure_causes(data)
     if causes:
         console.print("[b]top failure causes[/b] (failed, errors, crashes and expected failures)")
@@ -279,7 +289,9 @@ def print_trend(t: Trend, limit: int) -> None:
 
 
 # --------------------------------------------------------------------- JUnit
-PROPS = ("variant_id", "bucket", "mode", "reason", "issue", "op", "dtype", "outcome", "signal")
+PROPS = (
+    "variant_id", "bucket", "mode", "reason", "code", "issue", "op", "dtype", "outcome", "signal",
+)  # fmt: skip
 
 
 def junit(data: RunData, name: str = "ootest") -> ET.ElementTree[ET.Element]:
@@ -309,6 +321,8 @@ def junit(data: RunData, name: str = "ootest") -> ET.ElementTree[ET.Element]:
             for key in PROPS:
                 if r.get(key) not in (None, ""):
                     ET.SubElement(props, "property", name=f"ootest.{key}", value=str(r[key]))
+            for line in r.get("evidence") or ():  # Note [Decisions people can see]
+                ET.SubElement(props, "property", name="ootest.evidence", value=str(line))
             o, msg = r["outcome"], str(r.get("message") or "")
             first = headline(msg) or o
             if o in (FAILED, XPASSED_STRICT):
@@ -477,40 +491,79 @@ def _trend_html(t: Trend, limit: int) -> list[str]:
     return parts
 
 
-def _skips_html(data: RunData) -> list[str]:
+def _group_rows(groups: list[Group], head: str, outcomes: bool) -> list[str]:
+    """One row per reason: count, details (the op of ``op_unsupported``...), the most
+    common evidence lines, (outcomes,) and the first variant IDs folded."""
     e = html.escape
+    parts = [f"<tr><th>{head}</th><th>count</th><th>details</th><th>evidence</th>"]
+    parts.append("<th>outcomes</th>" if outcomes else "")
+    parts.append("<th>variants</th></tr>")
+    for g in groups[:HTML_SKIP_REASONS]:
+        details = "".join(
+            f"<li>{e(d)} <b>{n}</b></li>" for d, n in g.details.most_common(HTML_SKIP_IDS)
+        )
+        if len(g.details) > HTML_SKIP_IDS:
+            details += f"<li><i>+{len(g.details) - HTML_SKIP_IDS} more</i></li>"
+        ev = [f"{x}" + (f" (x{n})" if n > 1 else "") for x, n in g.evidence.most_common(3)]
+        ev += [f"entry {o}" + (f" (x{n})" if n > 1 else "") for o, n in g.origins.most_common(2)]
+        parts.append(
+            f"<tr data-reason='{e(g.key)}'><td>{e(g.key)}</td><td>{g.count}</td>"
+            f"<td class='l'><ul>{details}</ul></td>"
+            f"<td class='l'>{'<br>'.join(e(x) for x in ev)}</td>"
+        )
+        if outcomes:
+            kinds = ", ".join(f"{k} {v}" for k, v in g.outcomes.most_common())
+            parts.append(f"<td class='l'>{e(kinds)}</td>")
+        parts.append(f"<td class='l'>{_ids_folded(g.ids, HTML_SKIP_IDS)}</td></tr>")
+    rest = groups[HTML_SKIP_REASONS:]
+    if rest:
+        parts.append(
+            f"<tr><td><i>{len(rest)} more reasons</i></td>"
+            f"<td>{sum(g.count for g in rest)}</td><td></td><td></td>"
+            + ("<td></td>" if outcomes else "")
+            + "<td></td></tr>"
+        )
+    return parts
+
+
+def _skips_html(data: RunData) -> list[str]:
     skips = skip_groups(data)
-    n_by = {w: sum(map(len, g.values())) for w, g in skips.items()}
+    n_by = Counter({w: 0 for w in SKIPPED_BY})
+    for g in skips:
+        n_by[g.who] += g.count
     parts = [
         "<h2>Skips</h2><div id='skips'>",
-        f"<p>{sum(n_by.values())} skipped: <b>{n_by['config']}</b> by the config (its reason: "
-        f"<code>mode: skip</code> or a capability it does not declare), "
+        f"<p>{sum(n_by.values())} skipped: <b>{n_by['config']}</b> by the config, by the "
+        "reason its decision was made for (a selection reason code with its evidence, "
+        "a person's <code>reason:</code>, or <i>not decided</i>), "
         f"<b>{n_by['test']}</b> by the test itself (its own message, such as "
         "<i>Only runs on cuda</i>).</p>",
     ]
     titles = {"config": "Skipped by the config", "test": "Skipped by the test itself"}
-    for who, groups in skips.items():
+    for who in SKIPPED_BY:
+        groups = [g for g in skips if g.who == who]
         if not groups:
             continue
         head = "reason" if who == "config" else "the test's message"
-        parts.append(
-            f"<h3>{titles[who]} ({n_by[who]})</h3><table id='skips-{who}'>"
-            f"<tr><th>{head}</th><th>count</th><th>variants</th></tr>"
-        )
-        reasons = list(groups.items())
-        for why, ids in reasons[:HTML_SKIP_REASONS]:
-            parts.append(
-                f"<tr><td>{e(why)}</td><td>{len(ids)}</td>"
-                f"<td class='l'>{_ids_folded(ids, HTML_SKIP_IDS)}</td></tr>"
-            )
-        rest = reasons[HTML_SKIP_REASONS:]
-        if rest:
-            parts.append(
-                f"<tr><td><i>{len(rest)} more reasons</i></td>"
-                f"<td>{sum(len(ids) for _, ids in rest)}</td><td></td></tr>"
-            )
+        parts.append(f"<h3>{titles[who]} ({n_by[who]})</h3><table id='skips-{who}'>")
+        parts += _group_rows(groups, head, outcomes=False)
         parts.append("</table>")
     parts.append("</div>")
+    return parts
+
+
+def _expected_html(data: RunData) -> list[str]:
+    groups = expected_groups(data)
+    if not groups:
+        return []
+    n = sum(g.count for g in groups)
+    parts = [
+        f"<h2>Expected to fail, by reason ({n})</h2><div id='expected'><p>Variants the "
+        "config runs as <code>xfail</code> or <code>xfail_strict</code>, by the reason "
+        "they were decided for, with what they did.</p><table id='expected-reasons'>"
+    ]
+    parts += _group_rows(groups, "reason", outcomes=True)
+    parts.append("</table></div>")
     return parts
 
 
@@ -600,6 +653,7 @@ def html_report(
 
     if counts[SKIPPED]:
         parts += _skips_html(data)
+    parts += _expected_html(data)
 
     causes = failure_causes(data)
     if causes:
