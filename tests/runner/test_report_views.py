@@ -120,8 +120,10 @@ def test_html_bars_count_each_file_and_class() -> None:
     for key, width in p.widths.items():
         assert width == pytest.approx(100, abs=0.05), key
     assert "(module-level tests)" in text
-    # self-contained: no scripts, no external resources
-    assert "<script" not in text and "http" not in text and "@import" not in text
+    # self-contained: no scripts (without op coverage), no external resources, and a
+    # Content-Security-Policy that would block any
+    assert "<script" not in text and "://" not in text and "@import" not in text
+    assert "default-src 'none'" in text
 
 
 def test_html_skips_are_grouped_by_who_skipped() -> None:
@@ -295,8 +297,9 @@ def test_report_trend_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         ),
         (
             ["A", "--json"],
-            "--json: prints the trend of successive runs; add --trend and give two or more "
-            "results files, oldest first (for CRCR test_results use --format json)",
+            "--json: prints the trend of successive runs (add --trend and give two or more "
+            "results files, oldest first) or the coverage (--format coverage --ops DB); "
+            "for CRCR test_results use --format json",
         ),
         (["--trend", "A", "A", "--json", "--format", "html"], "--json: replaces --format html"),
         (["--trend", "A", "A", "--limit", "-1"], "--limit: expected a number >= 0"),

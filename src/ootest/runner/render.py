@@ -7,7 +7,6 @@ imports torch.
 
 from __future__ import annotations
 
-import html
 import re
 import time
 import xml.etree.ElementTree as ET
@@ -15,8 +14,9 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ootest.htmlpage import CSP, SORT_FILTER_JS, esc
 from ootest.record.results import (
     BAD,
     CRASHED,
@@ -38,6 +38,9 @@ from ootest.record.results import (
 from ootest.runner.guard import Trip
 from ootest.runner.reasons import Group, details_text, expected_groups, skip_groups
 from ootest.runner.trend import Trend, shown
+
+if TYPE_CHECKING:
+    from ootest.runner.coverage import Coverage
 
 LABELS = {XPASSED_STRICT: "strict xpass"}
 RAN_OK = (PASSED, XPASSED)
@@ -418,15 +421,13 @@ def _bar(group: str, c: Counter[str]) -> str:
         for o in OUTCOMES
         if c[o]
     )
-    return f"<span class='bar' data-of='{html.escape(group)}'>{segs}</span>"
+    return f"<span class='bar' data-of='{esc(group)}'>{segs}</span>"
 
 
 def _legend() -> str:
     return (
         "<p class='legend'>"
-        + "".join(
-            f"<span class='key o-{o}'></span>{html.escape(LABELS.get(o, o))}" for o in OUTCOMES
-        )
+        + "".join(f"<span class='key o-{o}'></span>{esc(LABELS.get(o, o))}" for o in OUTCOMES)
         + "</p>"
     )
 
@@ -434,20 +435,20 @@ def _legend() -> str:
 def _outcome_row(name: str, group: str, c: Counter[str]) -> str:
     cells = "".join(f"<td data-outcome='{o}'>{c[o]}</td>" for o in OUTCOMES)
     return (
-        f"<tr><td>{html.escape(name)}</td><td class='l'>{_bar(group, c)}</td>{cells}"
+        f"<tr><td>{esc(name)}</td><td class='l'>{_bar(group, c)}</td>{cells}"
         f"<td data-outcome='total'>{sum(c.values())}</td></tr>"
     )
 
 
 def _outcome_head(first: str) -> str:
-    heads = "".join(f"<th>{html.escape(LABELS.get(o, o))}</th>" for o in OUTCOMES)
+    heads = "".join(f"<th>{esc(LABELS.get(o, o))}</th>" for o in OUTCOMES)
     return f"<tr><th>{first}</th><th>outcomes</th>{heads}<th>total</th></tr>"
 
 
 def _ids(ids: Sequence[str], limit: int, why_cut: str = "the results file has all") -> str:
     """A list of variant IDs, at most ``limit`` (0: all), then a count of the rest."""
     head = shown(ids, limit)
-    items = "".join(f"<li>{html.escape(str(i))}</li>" for i in head)
+    items = "".join(f"<li>{esc(str(i))}</li>" for i in head)
     if len(ids) > len(head):
         items += f"<li><i>... and {len(ids) - len(head)} more ({why_cut})</i></li>"
     return f"<ul>{items}</ul>"
@@ -458,7 +459,7 @@ def _ids_folded(ids: Sequence[str], limit: int, why_cut: str = "the results file
 
 
 def _trend_html(t: Trend, limit: int) -> list[str]:
-    e = html.escape
+    e = esc
     parts = [
         "<h2>Trend</h2><div id='trend'><p>Runs oldest first; the rest of this report is "
         "the newest. <i>changed</i>: variants whose outcome differs from the run before "
@@ -494,7 +495,7 @@ def _trend_html(t: Trend, limit: int) -> list[str]:
 def _group_rows(groups: list[Group], head: str, outcomes: bool) -> list[str]:
     """One row per reason: count, details (the op of ``op_unsupported``...), the most
     common evidence lines, (outcomes,) and the first variant IDs folded."""
-    e = html.escape
+    e = esc
     parts = [f"<tr><th>{head}</th><th>count</th><th>details</th><th>evidence</th>"]
     parts.append("<th>outcomes</th>" if outcomes else "")
     parts.append("<th>variants</th></tr>")
@@ -573,12 +574,15 @@ def html_report(
     trips: list[Trip] | None = None,
     trend: Trend | None = None,
     trend_limit: int = 50,
+    coverage: Coverage | None = None,
 ) -> str:
-    """One self-contained page (no scripts, no external resources; see Note [Bounded HTML])."""
-    e = html.escape
+    """One self-contained page (no external resources, Note [Self-contained pages]; an
+    inline script only to sort and filter the op coverage; see Note [Bounded HTML])."""
+    e = esc
     counts = data.counts()
     parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
+        f"<!doctype html><html><head><meta charset='utf-8'>"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\"><title>{e(title)}</title>"
         f"<style>{_CSS}</style></head><body><h1>{e(title)}</h1>",
         f"<p>Generated {e(time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()))}. "
         f"{len(data.results)} results.</p>",
@@ -651,6 +655,10 @@ def html_report(
             parts += [_rate_cell(cells.get((op, d))) for d in dtypes] + ["</tr>"]
         parts.append("</table>")
 
+    if coverage is not None:
+        from ootest.runner.coverage import coverage_html
+
+        parts.append(coverage_html(coverage))
     if counts[SKIPPED]:
         parts += _skips_html(data)
     parts += _expected_html(data)
@@ -723,7 +731,10 @@ def html_report(
         parts.append("</ul>")
     else:
         parts.append("<p>None.</p>")
-    parts.append("</div></body></html>\n")
+    parts.append("</div>")
+    if coverage is not None:
+        parts.append(f"<script>{SORT_FILTER_JS}</script>")
+    parts.append("</body></html>\n")
     return "".join(parts)
 
 
@@ -733,6 +744,7 @@ def write_html(
     title: str,
     trips: list[Trip] | None = None,
     trend: Trend | None = None,
+    coverage: Coverage | None = None,
 ) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(html_report(data, title, trips, trend), encoding="utf-8")
+    path.write_text(html_report(data, title, trips, trend, coverage=coverage), encoding="utf-8")
