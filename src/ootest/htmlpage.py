@@ -16,28 +16,46 @@ from __future__ import annotations
 
 import html
 
-__all__ = ["BIDI", "CSP", "SORT_FILTER_JS", "esc", "filter_box", "heat_style", "page", "visible"]
+__all__ = [
+    "BIDI",
+    "CSP",
+    "SORT_FILTER_JS",
+    "WIDGET_CSS",
+    "esc",
+    "filter_box",
+    "heat_style",
+    "page",
+    "visible",
+]
 
 #: Nothing from the network; inline style and script only (Note [Self-contained pages]).
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
-BASE_CSS = """
+#: What the sortable tables, filter boxes and short lists need (every page has it).
+WIDGET_CSS = """
+th.l{text-align:left}
+table.sortable th{cursor:pointer;user-select:none;background:#f3f3f3}
+table.sortable th:after{content:" \\2195";color:#999;font-size:.8em}
+input.filter{margin:.3em 0;padding:3px 6px;width:24em}
+ul.tight{margin:0;padding-left:1.2em;text-align:left}
+.muted{color:#777}
+"""
+
+BASE_CSS = (
+    WIDGET_CSS
+    + """
 body{font:14px system-ui,sans-serif;margin:2em;color:#222;max-width:110em}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em}h3{font-size:1em}
 table{border-collapse:collapse;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;vertical-align:top}
 td:first-child,th:first-child,td.l,th.l{text-align:left}
 th{background:#f3f3f3}
-table.sortable th{cursor:pointer;user-select:none}
-table.sortable th:after{content:" \\2195";color:#999;font-size:.8em}
 code{background:#f3f3f3;padding:0 .2em}
 .bad{color:#b00020;font-weight:bold}.good{color:#1b7f2a}.warn{color:#a06000}
-.muted{color:#777}
-input.filter{margin:.3em 0;padding:3px 6px;width:24em}
 summary{cursor:pointer}details ul{margin:.2em 0;text-align:left}
-ul.tight{margin:0;padding-left:1.2em}
 .num{font-variant-numeric:tabular-nums}
 """
+)
 
 SORT_FILTER_JS = """
 (function(){

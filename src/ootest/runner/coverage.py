@@ -225,7 +225,7 @@ def coverage_html(cov: Coverage) -> str:
     parts += [f"<th>{k.replace('_', ' ')}</th>" for k in COLUMNS]
     parts.append("<th>pass rate</th>")
     parts += [f"<th>{esc(d)}</th>" for d in dtypes]
-    parts.append("<th class='l'>failure causes</th></tr>")
+    parts.append("<th class='l'>failure causes</th></tr>")  # (sortable: WIDGET_CSS)
     for o in cov.ops[:HTML_OPS]:
         rate = o.pass_rate()
         parts.append(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ootest.htmlpage import CSP, SORT_FILTER_JS, esc
+from ootest.htmlpage import CSP, SORT_FILTER_JS, WIDGET_CSS, esc
 from ootest.record.results import (
     BAD,
     CRASHED,
@@ -385,7 +385,8 @@ _COLORS = {
     XPASSED_STRICT: "#e377c2",
     SKIPPED: "#c4c4c4",
 }
-_CSS = """
+_CSS = (
+    """
 body{font:14px system-ui,sans-serif;margin:2em;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em}h3{font-size:1em}
 table{border-collapse:collapse;margin:.5em 0}
@@ -398,7 +399,10 @@ pre{background:#f6f6f6;padding:6px;white-space:pre-wrap;max-height:12em;overflow
 .bar span{display:block;height:100%;min-width:2px}
 .key{display:inline-block;width:.9em;height:.9em;vertical-align:middle;margin:0 .2em 0 .8em}
 summary{cursor:pointer}details ul{margin:.2em 0;text-align:left}
-""" + "".join(f".o-{o}{{background:{c}}}" for o, c in _COLORS.items())
+"""
+    + "".join(f".o-{o}{{background:{c}}}" for o, c in _COLORS.items())
+    + WIDGET_CSS
+)
 
 
 def _rate_cell(v: list[int] | None) -> str:
@@ -496,9 +500,10 @@ def _group_rows(groups: list[Group], head: str, outcomes: bool) -> list[str]:
     """One row per reason: count, details (the op of ``op_unsupported``...), the most
     common evidence lines, (outcomes,) and the first variant IDs folded."""
     e = esc
-    parts = [f"<tr><th>{head}</th><th>count</th><th>details</th><th>evidence</th>"]
-    parts.append("<th>outcomes</th>" if outcomes else "")
-    parts.append("<th>variants</th></tr>")
+    parts = [f"<tr><th>{head}</th><th>count</th><th class='l'>details</th>"]
+    parts.append("<th class='l'>evidence</th>")
+    parts.append("<th class='l'>outcomes</th>" if outcomes else "")
+    parts.append("<th class='l'>variants</th></tr>")
     for g in groups[:HTML_SKIP_REASONS]:
         details = "".join(
             f"<li>{e(d)} <b>{n}</b></li>" for d, n in g.details.most_common(HTML_SKIP_IDS)
@@ -509,7 +514,7 @@ def _group_rows(groups: list[Group], head: str, outcomes: bool) -> list[str]:
         ev += [f"entry {o}" + (f" (x{n})" if n > 1 else "") for o, n in g.origins.most_common(2)]
         parts.append(
             f"<tr data-reason='{e(g.key)}'><td>{e(g.key)}</td><td>{g.count}</td>"
-            f"<td class='l'><ul>{details}</ul></td>"
+            f"<td class='l'><ul class='tight'>{details}</ul></td>"
             f"<td class='l'>{'<br>'.join(e(x) for x in ev)}</td>"
         )
         if outcomes:

@@ -314,7 +314,8 @@ _CSS = """
 .modes span{display:inline-block;height:.9em;vertical-align:middle}
 .m-mandatory_success{background:#2e9d45}.m-xfail_strict{background:#e377c2}
 .m-xfail{background:#9ecfa8}.m-skip{background:#c4c4c4}
-.bar{display:inline-flex;width:14em;height:.9em;background:#eee;vertical-align:middle}
+.bar{display:inline-flex;width:8em;height:.9em;background:#eee;vertical-align:middle}
+td.nw{white-space:nowrap}
 .key{display:inline-block;width:.9em;height:.9em;vertical-align:middle;margin:0 .2em 0 .8em}
 nav a{margin-right:1em}
 """
@@ -374,7 +375,7 @@ def review_html(r: Review) -> str:
         "common evidence lines and the files.</p>",
         filter_box("review-reasons", "reasons"),
         "<table id='review-reasons' class='sortable'><tr><th>reason</th><th>count</th>"
-        "<th>modes</th><th class='l'>details</th><th class='l'>evidence</th>"
+        "<th class='l'>modes</th><th class='l'>details</th><th class='l'>evidence</th>"
         "<th class='l'>files</th><th class='l'>variants</th></tr>",
     ]
     for g in r.reasons[:HTML_REASONS]:
@@ -382,7 +383,7 @@ def review_html(r: Review) -> str:
                          for x, n in g.evidence.most_common(3))  # fmt: skip
         parts.append(
             f"<tr data-reason='{esc(g.code)}'><td>{esc(g.code)}</td><td>{g.count}</td>"
-            f"<td class='l'>{_bar(g.modes)} {esc(_counts(g.modes))}</td>"
+            f"<td class='l nw'>{_bar(g.modes)} {esc(_counts(g.modes))}</td>"
             f"<td class='l'>{_ul(g.details.most_common(TOP), len(g.details) - TOP)}</td>"
             f"<td class='l'>{ev}</td>"
             f"<td class='l'>{_ul(g.files.most_common(3), len(g.files) - 3)}</td>"
