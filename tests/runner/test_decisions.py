@@ -152,6 +152,33 @@ def test_a_generated_configs_run_reports_each_reason_code(generated: Path) -> No
     assert "6  config: op_unsupported (aten::sort 3, aten::topk 3)" in again.stdout
 
 
+def test_a_config_with_an_op_map_gets_op_coverage_in_its_report(generated: Path) -> None:
+    from ootest.opmap.store import OpStore
+
+    prov = {"kind": "provenance", "torch_version": "2.13.0", "torch_git": "a", "device": "emu",
+            "profile": "full", "ootest_version": "0", "time": 1.0}  # fmt: skip
+    recs: list[dict[str, object]] = [prov]
+    for op in OPS:
+        for dt in DTYPES:
+            vid = _vid(op, dt)
+            recs.append({"kind": "ops", "variant_id": vid, "nodeid": vid, "file": "test_gen.py",
+                         "mode": "eager", "ops": {f"aten::{op}": 1}})  # fmt: skip
+    with OpStore.open(generated / "ops.db", create=True) as s:
+        s.ingest_records(recs, source="t")
+    text = (generated / "suite.yaml").read_text()
+    (generated / "suite.yaml").write_text(
+        text.replace("test_suite_config:\n", "test_suite_config:\n  op_map: ops.db\n")
+    )
+    r = ootest("run", "suite.yaml", "--results", "out/r.jsonl", cwd=generated)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    page = (generated / "out/report.html").read_text()
+    assert "<table id='coverage-ops' class='sortable'>" in page
+    # aten::sort: 3 variants, all skipped (op_unsupported)
+    row = page.split("<tr data-op='aten::sort'>", 1)[1].split("</tr>", 1)[0]
+    assert "<td>3</td><td data-col='passed'>0</td>" in row
+    assert "<td data-col='skipped'>3</td>" in row
+
+
 def test_the_plan_cache_follows_the_sidecar(generated: Path) -> None:
     """A cached plan keeps the decisions with their reasons; a new sidecar (refine
     rewrote it) is read again, an unchanged one is not."""

@@ -133,3 +133,31 @@ def test_review_page_escapes_names_reasons_and_evidence(tmp_path: Path) -> None:
     assert "<script>alert" not in page and "<!--" not in page and "\u202e" not in page
     assert page.count("<script>") == 1 and "://" not in page.replace("http://e.example", "")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_review_and_report_pages_import_no_torch(work: Path) -> None:
+    import subprocess
+    import sys
+
+    res = work / "r.jsonl"
+    res.write_text(json.dumps({"kind": "result", "variant_id": "t.py::T::x", "file": "t.py",
+                               "outcome": "skipped", "mode": "skip", "reason": "upstream_skip",
+                               "code": "upstream_skip"}) + "\n")  # fmt: skip
+    probe = (
+        "import sys, runpy\n"
+        "for argv in (['select', 'review', 'suite.yaml', '--previous', 'old.yaml',\n"
+        "              '--html', 'rv.html', '--json'],\n"
+        "             ['report', 'r.jsonl', '--format', 'summary'],\n"
+        "             ['report', 'r.jsonl', '--format', 'coverage', '--ops', 'ops.db'],\n"
+        "             ['report', 'r.jsonl', '--format', 'html', '--ops', 'ops.db',\n"
+        "              '-o', 'r.html']):\n"
+        "    sys.argv = ['ootest', *argv]\n"
+        "    try:\n"
+        "        runpy.run_module('ootest.cli', run_name='__main__')\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print('TORCH', 'torch' in sys.modules)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", probe], cwd=work, capture_output=True, text=True)
+    assert "TORCH False" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    assert (work / "rv.html").is_file() and "coverage-ops" in (work / "r.html").read_text()

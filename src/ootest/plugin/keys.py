@@ -96,7 +96,9 @@ def result_fields(item: pytest.Item) -> dict[str, Any]:
         if d.capable:
             out["capable"] = True
         if d.code:  # Note [Decisions people can see]
-            out.update(code=d.code, evidence=list(d.evidence))
+            out["code"] = d.code
+            if d.evidence and d.mode != "mandatory_success":  # why it is skipped or xfail
+                out["evidence"] = list(d.evidence)
     return out
 
 
