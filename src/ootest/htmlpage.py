@@ -38,6 +38,10 @@ table.sortable th{cursor:pointer;user-select:none;background:#f3f3f3}
 table.sortable th:after{content:" \\2195";color:#999;font-size:.8em}
 input.filter{margin:.3em 0;padding:3px 6px;width:24em}
 ul.tight{margin:0;padding-left:1.2em;text-align:left}
+td.h{white-space:nowrap;font-variant-numeric:tabular-nums}
+td.causes{min-width:16em;max-width:28em;font-size:.85em}
+div.wide{overflow-x:auto;max-width:100%}
+nav.toc a{margin-right:1em}
 .muted{color:#777}
 """
 

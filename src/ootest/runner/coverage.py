@@ -165,6 +165,10 @@ def load_op_map(
 
 
 # ----------------------------------------------------------------- renderers
+def _cut(text: str, n: int = 90) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def _rate(passed: int, ran: int) -> str:
     return f"{100 * passed / ran:.0f}%" if ran else "-"
 
@@ -220,20 +224,26 @@ def coverage_html(cov: Coverage) -> str:
         "xfailed), red to green. A variant counts for every op it calls. Click a header to "
         "sort.</p>",
         filter_box("coverage-ops", "ops"),
-        "<table id='coverage-ops' class='sortable'><tr><th>op</th><th>variants</th>",
+        "<div class='wide'><table id='coverage-ops' class='sortable'><tr><th>op</th>"
+        "<th>variants</th>",
     ]
     parts += [f"<th>{k.replace('_', ' ')}</th>" for k in COLUMNS]
-    parts.append("<th>pass rate</th>")
+    parts.append("<th>pass rate</th><th class='l'>failure causes</th>")
     parts += [f"<th>{esc(d)}</th>" for d in dtypes]
-    parts.append("<th class='l'>failure causes</th></tr>")  # (sortable: WIDGET_CSS)
+    parts.append("</tr>")
     for o in cov.ops[:HTML_OPS]:
         rate = o.pass_rate()
+        causes = "".join(
+            f"<li title='{esc(t)}'>{esc(_cut(t))} <b>{n}</b></li>"
+            for t, n in o.failures.most_common(CAUSES)
+        )
         parts.append(
             f"<tr data-op='{esc(o.op)}'><td>{esc(o.op)}</td><td>{o.variants}</td>"
             + "".join(f"<td data-col='{k}'>{o.counts[k]}</td>" for k in COLUMNS)
             + f"<td data-v='{'' if rate is None else f'{rate:.4f}'}' "
             f"style='{heat_style(o.counts['passed'], o.ran())}'>"
             f"{_rate(o.counts['passed'], o.ran())}</td>"
+            f"<td class='l causes'><ul class='tight'>{causes}</ul></td>"
         )
         for d in dtypes:
             c = o.dtypes.get(d)
@@ -242,20 +252,21 @@ def coverage_html(cov: Coverage) -> str:
                 continue
             ran = o.ran(c)
             title = ", ".join(f"{k.replace('_', ' ')} {c[k]}" for k in COLUMNS if c[k])
+            text = f"{c['passed']}/{ran}" if ran else f"<span class='muted'>{c['skipped']}s</span>"
             parts.append(
-                f"<td data-v='{c['passed'] / ran if ran else -0.5:.4f}' "
+                f"<td class='h' data-v='{c['passed'] / ran if ran else -0.5:.4f}' "
                 f"style='{heat_style(c['passed'], ran)}' title='{esc(d)}: {esc(title)}'>"
-                f"{c['passed']}/{ran}"
-                + (f" <span class='muted'>+{c['skipped']}s</span>" if c["skipped"] else "")
-                + "</td>"
+                f"{text}</td>"
             )
-        causes = "".join(f"<li>{esc(t)} <b>{n}</b></li>" for t, n in o.failures.most_common(CAUSES))
-        parts.append(f"<td class='l'><ul class='tight'>{causes}</ul></td></tr>")
-    parts.append("</table>")
+        parts.append("</tr>")
+    parts.append("</table></div>")
     if len(cov.ops) > HTML_OPS:
         parts.append(f"<p><i>{len(cov.ops) - HTML_OPS} more ops not listed "
                      "(ootest report --format coverage --json has all)</i></p>")  # fmt: skip
     if len(cov.dtypes) > HTML_DTYPES:
         parts.append(f"<p><i>{len(cov.dtypes) - HTML_DTYPES} more dtypes not shown</i></p>")
-    parts.append("<p class='muted'>A dtype cell: passed/ran, <i>+Ns</i> skipped.</p></div>")
+    parts.append(
+        "<p class='muted'>A dtype cell: passed/ran (<i>Ns</i>: only skipped); hover it for "
+        "every count.</p></div>"
+    )
     return "".join(parts)

@@ -573,6 +573,26 @@ def _expected_html(data: RunData) -> list[str]:
     return parts
 
 
+def _toc(
+    data: RunData, trips: list[Trip] | None, trend: Trend | None, coverage: Coverage | None
+) -> str:
+    """Links to the sections this page has (in-page anchors only)."""
+    counts = data.counts()
+    expected = bool(expected_groups(data))
+    have = [
+        ("guard", "collection guard", bool(trips)),
+        ("trend", "trend", trend is not None),
+        ("files", "per file", True),
+        ("coverage", "op coverage", coverage is not None),
+        ("skips", "skips by reason", bool(counts[SKIPPED])),
+        ("expected", "expected failures by reason", expected),
+        ("causes", "failure causes", any(counts[o] for o in FAILING)),
+        ("promotions", "promotions", True),
+    ]
+    links = "".join(f"<a href='#{a}'>{t}</a>" for a, t, ok in have if ok)
+    return f"<nav class='toc'>{links}</nav>"
+
+
 def html_report(
     data: RunData,
     title: str,
@@ -597,6 +617,7 @@ def html_report(
     parts.append(
         f"<p id='verdict' class='{'bad' if verdict == 'FAILED' else 'good'}'>{verdict}</p>"
     )
+    parts.append(_toc(data, trips, trend, coverage))
     parts.append(f"<h2>Totals</h2>{_legend()}<table id='totals'>{_outcome_head('')}")
     parts.append(_outcome_row("all", "all", counts))
     parts.append("</table>")
