@@ -111,6 +111,7 @@ def measure(n: int, repeat: int, folder: Path) -> dict[str, tuple[float, int]]:
     out: dict[str, tuple[float, int]] = {}
     t, cov = best(lambda: coverage(data, ops_of, pairs_of, source="ops.db"), repeat)
     out["coverage"] = (t, len(json.dumps(cov.to_json())))
+    out["ops reached"] = (0.0, len(cov.ops))
     t, page = best(lambda: html_report(data, "bench", coverage=cov), repeat)
     out["report"] = (t, len(page.encode()))
     (folder / f"report-{n}.html").write_text(page)
@@ -148,7 +149,7 @@ def main() -> None:
         large = measure(a.large, a.repeat, folder)
     print(f"{'page':10s} {a.small:>9,d}: CPU s   bytes   {a.large:>9,d}: CPU s   bytes"
           "   time x   size x")  # fmt: skip
-    for k in ("coverage", "report", "summary", "review", "sidecar"):
+    for k in ("coverage", "report", "summary", "review", "sidecar", "ops reached"):
         (ts, ss), (tl, sl) = small[k], large[k]
         tx = f"{tl / ts:7.2f}" if ts else "      -"
         print(f"{k:10s} {ts:15.2f} {ss:9,d} {tl:17.2f} {sl:9,d} {tx} {sl / ss:8.2f}")
