@@ -189,7 +189,9 @@ def print_summary(
     expected = expected_groups(data)
     if expected:
         n = sum(g.count for g in expected)
-        console.print(f"[b]expected to fail, by reason[/b] ({n} variants the config runs as xfail)")
+        console.print(
+            f"[b]expected to fail, by reason[/b] ({n} variant(s) the config runs as xfail)"
+        )
         for g in expected[:8]:
             more = details_text(g)
             kinds = ", ".join(f"{k} {v}" for k, v in g.outcomes.most_common())
