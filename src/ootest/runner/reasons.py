@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from ootest.record.decisions import reason_key
 from ootest.record.results import SKIPPED, Record, RunData, skipped_by
@@ -23,30 +22,45 @@ __all__ = ["EXPECTED_MODES", "Group", "details_text", "expected_groups", "skip_g
 EXPECTED_MODES = ("xfail", "xfail_strict")
 
 
-@dataclass
+_NONE: Counter[str] = Counter()  # shared by groups with nothing to count (never written)
+
+
 class Group:
-    """Results sharing a reason: who decided (``config`` or ``test``) and the reason."""
+    """Results sharing a reason: who decided (``config`` or ``test``) and the reason.
 
-    who: str
-    key: str
-    details: Counter[str] = field(default_factory=Counter)  # e.g. the op of op_unsupported
-    outcomes: Counter[str] = field(default_factory=Counter)
-    evidence: Counter[str] = field(default_factory=Counter)
-    origins: Counter[str] = field(default_factory=Counter)
-    ids: list[str] = field(default_factory=list)
+    A run may have a group per variant (tests that skip themselves, each with its own
+    message): the counters are made on first use, not per group."""
 
-    @property
-    def count(self) -> int:
-        return len(self.ids)
+    __slots__ = ("count", "details", "evidence", "ids", "key", "origins", "outcomes", "who")
+
+    def __init__(self, who: str, key: str) -> None:
+        self.who, self.key = who, key
+        self.count = 0
+        self.ids: list[str] = []
+        self.outcomes: Counter[str] = _NONE
+        self.details: Counter[str] = _NONE  # e.g. the op of op_unsupported
+        self.evidence: Counter[str] = _NONE
+        self.origins: Counter[str] = _NONE
 
     def add(self, vid: str, rec: Record, detail: str) -> None:
         self.ids.append(vid)
-        if detail:
-            self.details[detail] += 1
+        self.count += 1
+        if self.outcomes is _NONE:
+            self.outcomes = Counter()
         self.outcomes[str(rec["outcome"])] += 1
-        for line in rec.get("evidence") or ():
-            self.evidence[str(line)] += 1
+        if detail:
+            if self.details is _NONE:
+                self.details = Counter()
+            self.details[detail] += 1
+        evidence = rec.get("evidence")
+        if evidence:
+            if self.evidence is _NONE:
+                self.evidence = Counter()
+            for line in evidence:
+                self.evidence[str(line)] += 1
         if rec.get("origin") and not rec.get("code"):
+            if self.origins is _NONE:
+                self.origins = Counter()
             self.origins[str(rec["origin"])] += 1
 
 

@@ -560,8 +560,7 @@ def _skips_html(data: RunData) -> list[str]:
     return parts
 
 
-def _expected_html(data: RunData) -> list[str]:
-    groups = expected_groups(data)
+def _expected_html(groups: list[Group]) -> list[str]:
     if not groups:
         return []
     n = sum(g.count for g in groups)
@@ -576,11 +575,14 @@ def _expected_html(data: RunData) -> list[str]:
 
 
 def _toc(
-    data: RunData, trips: list[Trip] | None, trend: Trend | None, coverage: Coverage | None
+    data: RunData,
+    trips: list[Trip] | None,
+    trend: Trend | None,
+    coverage: Coverage | None,
+    expected: bool,
 ) -> str:
     """Links to the sections this page has (in-page anchors only)."""
     counts = data.counts()
-    expected = bool(expected_groups(data))
     have = [
         ("guard", "collection guard", bool(trips)),
         ("trend", "trend", trend is not None),
@@ -619,7 +621,8 @@ def html_report(
     parts.append(
         f"<p id='verdict' class='{'bad' if verdict == 'FAILED' else 'good'}'>{verdict}</p>"
     )
-    parts.append(_toc(data, trips, trend, coverage))
+    expected = expected_groups(data)
+    parts.append(_toc(data, trips, trend, coverage, bool(expected)))
     parts.append(f"<h2>Totals</h2>{_legend()}<table id='totals'>{_outcome_head('')}")
     parts.append(_outcome_row("all", "all", counts))
     parts.append("</table>")
@@ -689,7 +692,7 @@ def html_report(
         parts.append(coverage_html(coverage))
     if counts[SKIPPED]:
         parts += _skips_html(data)
-    parts += _expected_html(data)
+    parts += _expected_html(expected)
 
     causes = failure_causes(data)
     if causes:
