@@ -161,3 +161,17 @@ def test_review_and_report_pages_import_no_torch(work: Path) -> None:
     r = subprocess.run([sys.executable, "-c", probe], cwd=work, capture_output=True, text=True)
     assert "TORCH False" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
     assert (work / "rv.html").is_file() and "coverage-ops" in (work / "r.html").read_text()
+
+
+def test_review_without_the_configs_variables_still_reviews_the_sidecar(
+    work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("TORCH_ROOT")
+    monkeypatch.delenv("PYTORCH_ROOT", raising=False)
+    r = _review(capsys, "suite.yaml")
+    assert r["variants"] == 13 and r["edited"] == {}
+    assert str(r["note"]).startswith(
+        "the config could not be resolved here, so entries people wrote are not taken into "
+        "account: suite.yaml:"
+    )
+    assert "undefined variable ${TORCH_ROOT}" in str(r["note"])

@@ -140,10 +140,12 @@ class Review:
     edited: Counter[str]  # edited:<bucket> -> variants a person's entry decides otherwise
     previous: str | None = None
     changes: list[Change] | None = None
+    note: str | None = None  # why people's entries could not be taken into account
 
     def to_json(self) -> dict[str, Any]:
         return {
             "config": self.config,
+            "note": self.note,
             "variants": self.variants,
             "modes": {m: self.modes[m] for m in MODES},
             "edited": dict(self.edited.most_common()),
@@ -195,8 +197,21 @@ def _as_configured(config: Path, rows: list[Row]) -> dict[str, tuple[str, str]]:
 
 def build_review(config: Path, previous: Path | None = None) -> Review:
     """The review of ``config`` (and what changed since ``previous``), Note [Config review]."""
+    from ootest.errors import UserError
+
     rows = _rows(config)
-    edits = _as_configured(config, rows)
+    note = None
+    try:
+        edits = _as_configured(config, rows)
+    except UserError as e:
+        # e.g. ${TORCH_ROOT} unset where the review is made: the sidecar still says
+        # what was decided; what people changed since cannot be told
+        edits = {}
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        note = (
+            f"the config could not be resolved here, so entries people wrote are not taken "
+            f"into account: {first}"
+        )
     reasons: dict[str, ReasonGroup] = {}
     files: dict[str, FileRow] = {}
     ops: dict[str, BlockingOp] = {}
@@ -240,6 +255,7 @@ def build_review(config: Path, previous: Path | None = None) -> Review:
         edited=edited,
         previous=None if previous is None else str(previous),
         changes=changes,
+        note=note,
     )
 
 
@@ -281,6 +297,8 @@ def print_review(r: Review) -> None:
     console = Console(width=max(Console().width, 120))
     modes = ", ".join(f"{r.modes[m]} {m}" for m in MODES if r.modes[m])
     console.print(f"{escape(r.config)}: {r.variants} variants decided ({modes})")
+    if r.note:
+        console.print(f"[yellow]note:[/yellow] {escape(r.note)}")
     if r.edited:
         n = sum(r.edited.values())
         console.print(f"  {n} decided otherwise by people's entries ({_counts(r.edited)})")
@@ -363,6 +381,8 @@ def review_html(r: Review) -> str:
         + ("<a href='#changes'>changes</a>" if r.changes is not None else "")
         + "</nav>",
     ]
+    if r.note:
+        parts.append(f"<p id='note' class='warn'>Note: {esc(r.note)}</p>")
     if r.edited:
         parts.append(
             f"<p id='edited'>{sum(r.edited.values())} variants are decided otherwise by "
