@@ -50,7 +50,6 @@ from ootest.plugin.recorder import Recorder
 from ootest.plugin.selector import Selector
 from ootest.plugin.variant import variant_from_item
 from ootest.record.crash import die_with_parent
-from ootest.record.decisions import Sidecar, sidecar_path
 from ootest.record.identity import FileKeys, env_roots
 from ootest.record.results import state_dir
 from ootest.timeout import check_timeout
@@ -58,6 +57,7 @@ from ootest.timeout import check_timeout
 if TYPE_CHECKING:  # pydantic and PyYAML load only when a config must be read
     from ootest.config.resolved import Config, ResolvedFile
     from ootest.plugin.selection import Selection
+    from ootest.record.decisions import Sidecar
 
 
 _ONLY_FOR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
@@ -476,6 +476,8 @@ class OotestPlugin:
     def _decisions(self) -> Sidecar | None:
         """The config's evidence sidecar, if it has one (Note [Decisions people can see])."""
         if self._sidecar is None and self.plan is not None:
+            from ootest.record.decisions import Sidecar, sidecar_path
+
             path = sidecar_path(Path(self.plan.source))
             if not path.is_file():
                 return None
