@@ -206,3 +206,14 @@ def test_html_report_escapes_every_test_derived_text(tmp_path: Path) -> None:
     assert "http://evil" not in re.sub(r"[^<]*", "", page)  # never inside a tag
     assert "src=" not in page
     assert all(h.startswith("#") for h in re.findall(r"href='([^']*)'", page))  # in-page only
+
+
+def test_junit_stays_well_formed_with_hostile_text() -> None:
+    import xml.etree.ElementTree as ET
+
+    from ootest.runner.render import junit
+
+    root = ET.fromstring(ET.tostring(junit(_hostile_run()).getroot(), encoding="unicode"))
+    props = [p.get("value") or "" for p in root.iter("property")]
+    assert any("<script>alert(1)</script>" in v for v in props)  # kept as text, escaped
+    assert not any("\x1b" in v or "\x07" in v for v in props)

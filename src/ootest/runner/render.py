@@ -299,6 +299,15 @@ PROPS = (
 )  # fmt: skip
 
 
+#: Characters XML 1.0 does not allow (a test's message may hold a terminal escape):
+#: a JUnit file with one is not well-formed, and CI parsers reject all of it.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _x(text: object) -> str:
+    return _NOT_XML.sub("", str(text))
+
+
 def junit(data: RunData, name: str = "ootest") -> ET.ElementTree[ET.Element]:
     root = ET.Element("testsuites", name=name)
     by_file: dict[str, list[Record]] = defaultdict(list)
@@ -317,18 +326,18 @@ def junit(data: RunData, name: str = "ootest") -> ET.ElementTree[ET.Element]:
             case = ET.SubElement(
                 suite,
                 "testcase",
-                classname=classname,
-                name=parts[-1],
+                classname=_x(classname),
+                name=_x(parts[-1]),
                 file=file,
                 time=f"{float(r.get('duration') or 0):.3f}",
             )
             props = ET.SubElement(case, "properties")
             for key in PROPS:
                 if r.get(key) not in (None, ""):
-                    ET.SubElement(props, "property", name=f"ootest.{key}", value=str(r[key]))
+                    ET.SubElement(props, "property", name=f"ootest.{key}", value=_x(r[key]))
             for line in r.get("evidence") or ():  # Note [Decisions people can see]
-                ET.SubElement(props, "property", name="ootest.evidence", value=str(line))
-            o, msg = r["outcome"], str(r.get("message") or "")
+                ET.SubElement(props, "property", name="ootest.evidence", value=_x(line))
+            o, msg = r["outcome"], _x(r.get("message") or "")
             first = headline(msg) or o
             if o in (FAILED, XPASSED_STRICT):
                 ET.SubElement(case, "failure", message=first, type=o).text = msg
@@ -337,7 +346,7 @@ def junit(data: RunData, name: str = "ootest") -> ET.ElementTree[ET.Element]:
                 ET.SubElement(case, "error", message=first, type=o).text = msg
                 c["errors"] += 1
             elif o in (SKIPPED, XFAILED):
-                why = str(r.get("reason") or first)
+                why = _x(r.get("reason") or first)
                 ET.SubElement(case, "skipped", message=why, type=o)
                 c["skipped"] += 1
             c["tests"] += 1
