@@ -22,6 +22,7 @@ __all__ = [
     "CSP",
     "SORT_FILTER_JS",
     "WIDGET_CSS",
+    "clipped",
     "esc",
     "filter_box",
     "heat_style",
@@ -99,6 +100,14 @@ def visible(text: object) -> str:
 def esc(text: object) -> str:
     """Any text from a test run or a config, safe in HTML text and quoted attributes."""
     return html.escape(visible(text), quote=True)
+
+
+def clipped(text: object, n: int = 160) -> str:
+    """``text`` escaped, cut to ``n`` characters; the whole of it on hover."""
+    t = visible(text)
+    if len(t) <= n:
+        return esc(t)
+    return f"<span title='{esc(t)}'>{esc(t[: n - 1])}…</span>"
 
 
 def heat_style(passed: int, ran: int) -> str:

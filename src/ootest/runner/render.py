@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ootest.htmlpage import CSP, SORT_FILTER_JS, WIDGET_CSS, esc
+from ootest.htmlpage import CSP, SORT_FILTER_JS, WIDGET_CSS, clipped, esc
 from ootest.record.results import (
     BAD,
     CRASHED,
@@ -521,12 +521,12 @@ def _group_rows(groups: list[Group], head: str, outcomes: bool) -> list[str]:
         )
         if len(g.details) > HTML_SKIP_IDS:
             details += f"<li><i>+{len(g.details) - HTML_SKIP_IDS} more</i></li>"
-        ev = [f"{x}" + (f" (x{n})" if n > 1 else "") for x, n in g.evidence.most_common(3)]
-        ev += [f"entry {o}" + (f" (x{n})" if n > 1 else "") for o, n in g.origins.most_common(2)]
+        ev = [clipped(x) + (f" (x{n})" if n > 1 else "") for x, n in g.evidence.most_common(3)]
+        ev += [f"entry {e(o)}" + (f" (x{n})" if n > 1 else "") for o, n in g.origins.most_common(2)]
         parts.append(
             f"<tr data-reason='{e(g.key)}'><td>{e(g.key)}</td><td>{g.count}</td>"
             f"<td class='l'><ul class='tight'>{details}</ul></td>"
-            f"<td class='l'>{'<br>'.join(e(x) for x in ev)}</td>"
+            f"<td class='l'>{'<br>'.join(ev)}</td>"
         )
         if outcomes:
             kinds = ", ".join(f"{k} {v}" for k, v in g.outcomes.most_common())

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ootest.htmlpage import esc, filter_box, page
+from ootest.htmlpage import clipped, esc, filter_box, page
 from ootest.record.decisions import reason_code, sidecar_path
 from ootest.select.rules import MODES
 
@@ -399,7 +399,7 @@ def review_html(r: Review) -> str:
         "<th class='l'>files</th><th class='l'>variants</th></tr>",
     ]
     for g in r.reasons[:HTML_REASONS]:
-        ev = "<br>".join(esc(x) + (f" <b>(x{n})</b>" if n > 1 else "")
+        ev = "<br>".join(clipped(x) + (f" <b>(x{n})</b>" if n > 1 else "")
                          for x, n in g.evidence.most_common(3))  # fmt: skip
         parts.append(
             f"<tr data-reason='{esc(g.code)}'><td>{esc(g.code)}</td><td>{g.count}</td>"
@@ -447,7 +447,8 @@ def review_html(r: Review) -> str:
         for o in r.ops[:HTML_OPS]:
             parts.append(
                 f"<tr data-op='{esc(o.op)}'><td>{esc(o.op)}</td><td>{o.alone}</td>"
-                f"<td>{o.blocked}</td><td class='l'>{_ids(o.ids, o.alone)}</td></tr>"
+                f"<td>{o.blocked}</td><td class='l'>{_ids(o.ids, o.alone) if o.alone else ''}"
+                "</td></tr>"
             )
         parts.append("</table>")
         if len(r.ops) > HTML_OPS:
@@ -470,7 +471,7 @@ def review_html(r: Review) -> str:
                 "<th class='l'>variants</th></tr>",
             ]
             for c in r.changes[:HTML_CHANGES]:
-                why = "<br>".join(esc(x) + (f" <b>(x{k})</b>" if k > 1 else "")
+                why = "<br>".join(clipped(x) + (f" <b>(x{k})</b>" if k > 1 else "")
                                   for x, k in c.why.most_common(3))  # fmt: skip
                 parts.append(
                     f"<tr data-kind='{c.kind}'><td>{esc(c.label)}</td><td>{c.kind}</td>"
