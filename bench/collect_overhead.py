@@ -6,7 +6,9 @@ times ``pytest --collect-only`` in one run, alternating:
 
   baseline   plain pytest, plugin disabled (-p no:ootest), emu registered by a tiny plugin
   ootest     the plugin with a 10,000-entry config (+ marks on every variant),
-             and with the device only (marks, no config: the plugin's floor)
+             and with the device only (marks, no config: the plugin's floor);
+             the same config with an evidence sidecar deciding every variant
+             (Note [Decisions people can see]): cached plan and no cache
   -k list    plain pytest with a 2,000-name skip list as -k "not a and not b ..."
              (as is: pytest 9 fails with RecursionError; and with the recursion
              limit raised by a one-line plugin, which works) and a 300-name one
@@ -18,6 +20,7 @@ Prints the best-of-N wall time of each and the ratios to the baseline
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -80,6 +83,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workdir", help="keep the generated suite and config here")
+    ap.add_argument(
+        "--only",
+        help="comma-separated substrings: time only the runs whose label has one "
+        "(the baseline always runs)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(args.workdir or d)
@@ -89,7 +97,8 @@ def main() -> None:
         (tmp / "bench_deep.py").write_text("import sys\nsys.setrecursionlimit(100_000)\n")
         env = {
             **os.environ,
-            "PYTHONPATH": str(tmp),
+            # the suite's helpers, and the ootest under test (a source tree's PYTHONPATH)
+            "PYTHONPATH": os.pathsep.join(p for p in (str(tmp), os.environ.get("PYTHONPATH")) if p),
             "PYTORCH_TESTING_DEVICE_ONLY_FOR": "privateuse1",
         }
         base_args = ["-p", "no:ootest", "-p", "bench_emu_loader", "test_scaled.py"]
@@ -147,12 +156,30 @@ def main() -> None:
 
         cfg_args = ["--ootest-config", "big.yaml", "--ootest-device", "emu", "test_scaled.py"]
         _pytest(cfg_args, tmp, env)  # fills the plan cache
+        # The same config with an evidence sidecar deciding every variant as the
+        # config does (unlisted ones get its reason code and evidence).
+        _pytest([*cfg_args, "--ootest-variants", "variants.jsonl"], tmp, env)
+        (tmp / "side.yaml").write_text((tmp / "big.yaml").read_text())
+        with open(tmp / "side.evidence.jsonl", "w") as fh:
+            for line in (tmp / "variants.jsonl").read_text().splitlines():
+                v = json.loads(line)
+                if v.get("kind") != "variant" or v.get("mode") is None:
+                    continue
+                row = {"variant_id": v["variant_id"], "mode": v["mode"],
+                       "reason": f"ops_supported:{v['op'] or 'none'}",
+                       "evidence": [f"calls {v['op']}; every op declared", "passed on emu:full"],
+                       "source": "rules"}  # fmt: skip
+                fh.write(json.dumps({"decision": row, "evidence": {}, "fingerprint": ""}) + "\n")
+        side_args = ["--ootest-config", "side.yaml", "--ootest-device", "emu", "test_scaled.py"]
+        _pytest(side_args, tmp, env)  # fills its plan cache
         runs = {
             "baseline (plain pytest)": base_args,
             # The first run compiles the config into a plan cached in
             # $OOTEST_CACHE_DIR/plans; the later ones reuse it (plugin/plan.py).
             "ootest, 10,000 entries, cached plan": [*cfg_args],
             "ootest, 10,000 entries, no cache": [*cfg_args, "--ootest-no-cache"],
+            "ootest, + sidecar, cached plan": [*side_args],
+            "ootest, + sidecar, no cache": [*side_args, "--ootest-no-cache"],
             "ootest plugin, device only (no config)": [
                 "--ootest-device",
                 "emu",
@@ -167,6 +194,13 @@ def main() -> None:
                 " and ".join(f"not {x}" for x in names[:300]),
             ],
         }
+        if args.only:
+            wanted = [w.strip() for w in args.only.split(",")]
+            runs = {
+                k: v
+                for i, (k, v) in enumerate(runs.items())
+                if i == 0 or any(w in k for w in wanted)
+            }
         best = {k: float("inf") for k in runs}
         best_cpu = {k: float("inf") for k in runs}
         paired: dict[str, list[float]] = {k: [] for k in runs}
@@ -210,7 +244,8 @@ def _drop_plan(tmp: Path) -> None:
     here = os.getcwd()
     os.chdir(tmp)  # the cache key holds the working folder pytest ran in
     try:
-        PlanCache.open("big.yaml", str(tmp), "emu").path.unlink(missing_ok=True)
+        for cfg in ("big.yaml", "side.yaml"):
+            PlanCache.open(cfg, str(tmp), "emu").path.unlink(missing_ok=True)
     finally:
         os.chdir(here)
 

@@ -309,6 +309,9 @@ def _report_job(
         "matrix.job_name": "ootest | backend main | torch aaaaaaaaaaaa | shard 1/2",
         "matrix.torch_sha": "a" * 40,
         "needs.gate.outputs.kind": "push",
+        "github.server_url": "https://github.com",
+        "github.repository": "o/r",
+        "github.run_id": "77",
         **extra,
     }
     runner_temp = cwd / "runner-temp"
@@ -323,6 +326,7 @@ def _report_job(
         "GITHUB_RUN_ID": "77",
         "GITHUB_RUN_ATTEMPT": attempt,
         "RUNNER_TEMP": str(runner_temp),
+        "GITHUB_STEP_SUMMARY": str(cwd / "step_summary.md"),
     }
     out = cwd / "github_output"
     outputs: dict[str, str] = {}
@@ -354,6 +358,11 @@ def test_start_and_report_jobs_against_the_relay_emulator(tmp_path: Path, relay:
     assert (first["run_attempt"], first["status"]) == (1, "completed")
     assert first["conclusion"] == "failure"
     assert first["test_results"] == {"passed": 1, "failed": 1, "skipped": 1, "total": 3}
+    # the callback and the job summary link to the leg's artifacts (report, JUnit, results)
+    assert first["artifact_url"] == "https://github.com/o/r/actions/runs/77#artifacts"
+    summary = (job / "step_summary.md").read_text()
+    assert "CRCR test_results: passed 1, failed 1, skipped 1, total 3" in summary
+    assert "(https://github.com/o/r/actions/runs/77#artifacts)" in summary
     # "Re-run failed jobs": test and report run again under attempt 2, start does not
     # (its output still says attempt 1), so report sends this attempt's in_progress.
     # This time the leg is cancelled before any test finished: its results hold no

@@ -16,6 +16,7 @@ import pytest
 from ootest.cli.main import main
 from ootest.record.results import RunData
 from ootest.runner import render
+from ootest.runner.reasons import skip_groups
 from ootest.runner.render import html_report
 from ootest.runner.trend import compare, trend
 
@@ -119,23 +120,25 @@ def test_html_bars_count_each_file_and_class() -> None:
     for key, width in p.widths.items():
         assert width == pytest.approx(100, abs=0.05), key
     assert "(module-level tests)" in text
-    # self-contained: no scripts, no external resources
-    assert "<script" not in text and "http" not in text and "@import" not in text
+    # self-contained: no scripts (without op coverage), no external resources, and a
+    # Content-Security-Policy that would block any
+    assert "<script" not in text and "://" not in text and "@import" not in text
+    assert "default-src 'none'" in text
 
 
 def test_html_skips_are_grouped_by_who_skipped() -> None:
     _, p = _page(RunData.from_records(RUN))
     assert p.tables["skips-config"][1:] == [
-        ["needs fp64", "1", "1 variant(s)t/a.py::TestY::test_4"]
+        ["needs fp64", "1", "", "", "1 variant(s)t/a.py::TestY::test_4"]
     ]
     (row,) = p.tables["skips-test"][1:]
     assert row[:2] == ["Only runs on cuda", "2"]
-    assert "t/a.py::TestY::test_5" in row[2] and "t/b.py::TestZ::test_3" in row[2]
-    groups = render.skip_groups(RunData.from_records(RUN))
-    assert {w: {k: len(v) for k, v in g.items()} for w, g in groups.items()} == {
-        "config": {"needs fp64": 1},
-        "test": {"Only runs on cuda": 2},
-    }
+    assert "t/a.py::TestY::test_5" in row[-1] and "t/b.py::TestZ::test_3" in row[-1]
+    groups = skip_groups(RunData.from_records(RUN))
+    assert [(g.who, g.key, g.count) for g in groups] == [
+        ("test", "Only runs on cuda", 2),
+        ("config", "needs fp64", 1),
+    ]
 
 
 def test_html_lists_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -294,8 +297,9 @@ def test_report_trend_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         ),
         (
             ["A", "--json"],
-            "--json: prints the trend of successive runs; add --trend and give two or more "
-            "results files, oldest first (for CRCR test_results use --format json)",
+            "--json: prints the trend of successive runs (add --trend and give two or more "
+            "results files, oldest first) or the coverage (--format coverage --ops DB); "
+            "for CRCR test_results use --format json",
         ),
         (["--trend", "A", "A", "--json", "--format", "html"], "--json: replaces --format html"),
         (["--trend", "A", "A", "--limit", "-1"], "--limit: expected a number >= 0"),

@@ -66,7 +66,11 @@ def add_parser(sub: Any) -> None:
     rp.add_argument("--event", help="event JSON (default: $GITHUB_EVENT_PATH)")
     rp.add_argument("--relay-url", default=os.environ.get("OOTEST_RELAY_URL"))
     rp.add_argument("--job-name", help="unique per matrix leg (default: $OOTEST_JOB_NAME)")
-    rp.add_argument("--artifact-url")
+    rp.add_argument(
+        "--artifact-url",
+        default=os.environ.get("OOTEST_ARTIFACT_URL") or None,
+        help="where the run's report, JUnit and results are (default: $OOTEST_ARTIFACT_URL)",
+    )
     rp.add_argument("--nightly", metavar="SHA", help="nightly self-report for this SHA")
     rp.add_argument("--periodic", metavar="SHA", help="periodic self-report for this SHA")
     rp.add_argument("--state-dir", help="where accepted transitions are remembered")

@@ -19,10 +19,17 @@ def add_parser(sub: Any) -> None:
         description="Render results: 'json' prints CRCR test_results {passed, failed, "
         "skipped, total}; 'table' the terminal summary; 'junit' and 'html' write files. "
         "Several RESULTS are shards of one run and are merged, unless --trend says they "
-        "are successive runs.",
+        "are successive runs. 'coverage' (with --ops DB) prints per aten op the variants "
+        "that call it and how they ended, per dtype; 'summary' writes the Markdown job "
+        "summary for $GITHUB_STEP_SUMMARY.",
+    )
+    r.add_argument(
+        "--artifact-url",
+        metavar="URL",
+        help="with --format summary: the URL of the run's artifacts (report.html ...), linked",
     )
     r.add_argument("inputs", nargs="+", metavar="RESULTS")
-    r.add_argument("--format", choices=("json", "table", "junit", "html"))
+    r.add_argument("--format", choices=("json", "table", "junit", "html", "coverage", "summary"))
     r.add_argument("-o", "--output", metavar="PATH", help="file for junit/html (default: stdout)")
     r.add_argument(
         "--trend",
@@ -34,14 +41,23 @@ def add_parser(sub: Any) -> None:
     r.add_argument(
         "--json",
         action="store_true",
-        help="with --trend: print the trend as JSON instead of a report",
+        help="with --trend: print the trend as JSON instead of a report; with --format "
+        "coverage: the coverage as JSON",
+    )
+    r.add_argument(
+        "--ops",
+        type=Path,
+        metavar="DB",
+        help="op map index (ootest ops capture/ingest): op x dtype coverage in --format "
+        "coverage, html and summary",
     )
     r.add_argument(
         "--limit",
         type=int,
         default=50,
         metavar="N",
-        help="with --trend: variant IDs listed per change (default 50; 0 lists all)",
+        help="with --trend: variant IDs listed per change; with --format coverage: ops "
+        "listed (default 50; 0 lists all)",
     )
     r.set_defaults(func=report)
 
@@ -57,13 +73,20 @@ def report(args: argparse.Namespace) -> int:
 
     if args.limit < 0:
         raise UserError(f"--limit: expected a number >= 0 (0 lists all); found {args.limit}")
-    if args.json and not args.trend:
+    coverage_json = args.json and args.format == "coverage"
+    if args.json and not args.trend and not coverage_json:
         raise UserError(
-            "--json: prints the trend of successive runs; add --trend and give two or more "
-            "results files, oldest first (for CRCR test_results use --format json)"
+            "--json: prints the trend of successive runs (add --trend and give two or more "
+            "results files, oldest first) or the coverage (--format coverage --ops DB); "
+            "for CRCR test_results use --format json"
         )
-    if args.json and args.format:
+    if args.json and args.format and not coverage_json:
         raise UserError(f"--json: replaces --format {args.format}; give only one of them")
+    if args.format == "coverage" and args.ops is None:
+        raise UserError(
+            "--format coverage: needs the op map the coverage is read from; add --ops DB "
+            "(built by 'ootest ops capture' or 'ootest ops ingest')"
+        )
     if args.output:
         from ootest.atomic import check_output
 
@@ -83,7 +106,25 @@ def report(args: argparse.Namespace) -> int:
         data, where = runs[-1][1], args.inputs[-1]
     else:
         data, where = _load(args.inputs)[0], ", ".join(args.inputs)
-    if args.json and trend is not None:
+    cov = None
+    if args.ops is not None:
+        from ootest.runner.coverage import coverage, load_op_map
+
+        cov = coverage(data, *load_op_map(args.ops), source=str(args.ops))
+    if coverage_json:
+        assert cov is not None
+        text = json.dumps(cov.to_json(), indent=1)
+    elif fmt == "coverage":
+        from ootest.runner.coverage import print_coverage
+
+        assert cov is not None
+        print_coverage(cov, args.limit)
+        return 0
+    elif fmt == "summary":
+        from ootest.runner.summary import job_summary
+
+        text = job_summary(data, where, coverage=cov, artifact_url=args.artifact_url)
+    elif args.json and trend is not None:
         text = json.dumps(trend.to_json(args.limit), indent=1)
     elif fmt == "json":
         text = json.dumps(data.test_results())
@@ -98,7 +139,7 @@ def report(args: argparse.Namespace) -> int:
         text = ET.tostring(junit(data).getroot(), encoding="unicode")
     else:
         title = f"ootest: {where}" + (f" (trend over {len(args.inputs)} runs)" if trend else "")
-        text = html_report(data, title, trend=trend, trend_limit=args.limit)
+        text = html_report(data, title, trend=trend, trend_limit=args.limit, coverage=cov)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text + "\n", encoding="utf-8")

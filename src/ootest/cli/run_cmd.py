@@ -316,7 +316,7 @@ def _verdict(
     )
     junit, html_path = prep.outputs.junit, prep.outputs.html
     write_junit(data, junit)
-    write_html(data, html_path, f"ootest: {cfg.source.name}", trips)
+    write_html(data, html_path, f"ootest: {cfg.source.name}", trips, coverage=_coverage(cfg, data))
     extra.append(f"JUnit: {junit}  HTML: {html_path}")
     print_summary(data, str(results), trips, extra)
 
@@ -470,3 +470,17 @@ class _Progress:
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+def _coverage(cfg: Any, data: Any) -> Any:
+    """Op coverage for the HTML report when the config names an op map (``op_map:``)
+    that exists; a missing or unreadable one costs the section, not the run."""
+    db = cfg.suite.op_map
+    if not db or not Path(db).is_file():
+        return None
+    from ootest.runner.coverage import coverage, load_op_map
+
+    try:
+        return coverage(data, *load_op_map(Path(db)), source=str(db))
+    except UserError:
+        return None

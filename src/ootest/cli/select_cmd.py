@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ootest.cli.review_cmd import add_parser as add_review
 from ootest.errors import UserError
 from ootest.timeout import check_timeout
 
@@ -83,6 +84,7 @@ def add_parser(sub: Any) -> None:
     _add_enable_and_scope(ssub)
 
     _add_audit(ssub)
+    add_review(ssub)  # ootest select review (cli/review_cmd.py)
 
 
 def _add_capabilities(p: argparse.ArgumentParser) -> None:

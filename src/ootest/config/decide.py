@@ -59,6 +59,10 @@ class Decision(NamedTuple):
     capable: bool = False  # skipped by an entry although the device declares what it needs
     tags: tuple[str, ...] = ()  # the deciding entry's
     labels: tuple[str, ...] = ()  # the file's and the deciding entry's
+    # the selection decision behind it, from the evidence sidecar (Note [Decisions
+    # people can see]): its reason code ("" otherwise) and its evidence lines
+    code: str = ""
+    evidence: tuple[str, ...] = ()
 
     @property
     def message(self) -> str:

@@ -839,8 +839,9 @@ class TestSuiteConfig(_Strict):
     )
     op_map: str | None = Field(
         default=None,
-        description="ootest: the op map index (ops.db) that aten__ marks and selectors read, "
-        "relative to this file; --ootest-ops overrides it.",
+        description="ootest: the op map index (ops.db) that aten__ marks and selectors read "
+        "and ootest run's HTML report takes its op coverage from, relative to this file; "
+        "--ootest-ops overrides it.",
     )
 
     @field_validator("extends", mode="before")

@@ -22,6 +22,7 @@ from ootest.config.when import Context
 from ootest.device.activate import DeviceSpec, activate_device
 from ootest.plugin import marks as mk
 from ootest.plugin.dump import VariantDump
+from ootest.plugin.explain import explain
 from ootest.plugin.inject import CALL_TAGS, Injector
 from ootest.plugin.inject import install as install_injection
 from ootest.plugin.isolation import Isolation
@@ -56,6 +57,7 @@ from ootest.timeout import check_timeout
 if TYPE_CHECKING:  # pydantic and PyYAML load only when a config must be read
     from ootest.config.resolved import Config, ResolvedFile
     from ootest.plugin.selection import Selection
+    from ootest.record.decisions import Sidecar
 
 
 _ONLY_FOR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
@@ -95,6 +97,7 @@ class OotestPlugin:
     _decided: list[pytest.Item] = field(default_factory=list)  # items with stashed records
     op_marks: dict[str, tuple[str, ...]] | None = None  # variant ID -> aten__ marks (--ootest-ops)
     selection: Selection | None = None  # the config's selectors (Note [Selectors])
+    _sidecar: Sidecar | None = None  # the config's evidence sidecar, read on first need
     # What this session changed outside itself (the environment, torch's parametrizers),
     # undone at unconfigure: see Note [Session-scoped changes].
     restore: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
@@ -448,7 +451,7 @@ class OotestPlugin:
             known = mk.labels((*self.plan.labels, *rf.entry.labels))
             before = sel.facts(item, v, (*marks, *aten, *known))
             admit = partial(sel.admit, facts=before)
-        d = decide(rf, caps, v, self.ctx, admit)
+        d = explain(decide(rf, caps, v, self.ctx, admit), v.variant_id, self._decisions())
         pids = self.plan.pattern_ids
         # kept as plain data (Note [Plan cache]): names by id, tags and labels as marks
         outcome = d._replace(
@@ -473,6 +476,17 @@ class OotestPlugin:
                     matched=outcome.matched,
                 )
         return facts, outcome, marks
+
+    def _decisions(self) -> Sidecar | None:
+        """The config's evidence sidecar, if it has one (Note [Decisions people can see])."""
+        if self._sidecar is None and self.plan is not None:
+            from ootest.record.decisions import Sidecar, sidecar_path
+
+            path = sidecar_path(Path(self.plan.source))
+            if not path.is_file():
+                return None
+            self._sidecar = Sidecar(path)
+        return self._sidecar
 
     def _apply(self, item: pytest.Item, d: Decision) -> None:
         if d.mode == "mandatory_success":

@@ -96,6 +96,10 @@ def result_fields(item: pytest.Item) -> dict[str, Any]:
         out.update(mode=d.mode, bucket=d.bucket, reason=d.reason, issue=d.issue, origin=d.origin)
         if d.capable:
             out["capable"] = True
+        if d.code:  # Note [Decisions people can see]
+            out["code"] = d.code
+            if d.evidence and d.mode != "mandatory_success":  # why it is skipped or xfail
+                out["evidence"] = list(d.evidence)
     return out
 
 

@@ -19,6 +19,8 @@ otherwise the config is loaded and decided as if there were no cache:
     names the same test files;
   - the context ``when:`` is evaluated in (torch version, platform);
   - ootest's own source files and torch's testing internals (mtime, size);
+  - the config's evidence sidecar (mtime, size; Note [Decisions people can see]):
+    decisions take their reason code and evidence from it;
   - the rootdir, the working folder, the ``--ootest-device`` value and the
     Python version (all in the cache file name).
 A record is used only when its test file is unchanged (mtime, size: what
@@ -50,11 +52,12 @@ from ootest.cache import cache_dir
 from ootest.config import paths
 from ootest.config.decide import Decision
 from ootest.config.when import Context
+from ootest.record.decisions import sidecar_path
 
 if TYPE_CHECKING:
     from ootest.config.resolved import Config
 
-FORMAT = 3  # 3: records keep config.decide.Decision
+FORMAT = 4  # 3: records keep config.decide.Decision; 4: with the sidecar's code and evidence
 _DAY = 86400.0
 
 
@@ -115,6 +118,7 @@ class Plan:
     ctx: tuple[str | None, str]
     selectors: bool  # test_selectors or an entry's selectors: decided afresh every run
     op_map: str | None  # the config's op_map (absolute)
+    sidecar: Stamp  # the config's evidence sidecar (Note [Decisions people can see])
     pattern_ids: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
     """id(NamePattern) -> pattern id, for deciding with the Config (not stored)."""
 
@@ -151,6 +155,7 @@ class Plan:
             selectors=suite.test_selectors is not None
             or any(t.selectors is not None for f in suite.files for t in f.tests),
             op_map=suite.op_map,
+            sidecar=stamp(str(sidecar_path(Path(cfg.source)))),
             pattern_ids=ids,
         )
 
@@ -159,6 +164,8 @@ class Plan:
         if self.ctx != (ctx.torch_version, ctx.platform):
             return False
         if any(digest(p) != h for p, h in self.sources):
+            return False
+        if stamp(self.sidecar[0]) != tuple(self.sidecar):
             return False
         env = paths.environment(Path(self.source), (t for t, _ in self.resolved))
         for template, hits in self.resolved:
@@ -181,6 +188,7 @@ class Plan:
         """Inverse of :meth:`to_data`; ValueError if the shape differs."""
         kw = dict(zip([f.name for f in fields(cls) if f.compare], data, strict=True))
         kw["files"] = {k: FileRule(*v) for k, v in kw["files"].items()}
+        kw["sidecar"] = tuple(kw["sidecar"])
         return cls(**kw)
 
 

@@ -178,6 +178,7 @@ def _record(report: pytest.TestReport, outcome: str) -> dict[str, Any]:
         dtype=props.get("dtype"),
         device_variant=props.get("device_variant", False),
         capable=props.get("capable", False),
+        **{k: props[k] for k in ("code", "evidence") if k in props},
         where=_where(report),
         frames=_frames(report),
         duration=report.duration,

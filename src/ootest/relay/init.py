@@ -247,6 +247,9 @@ jobs:
       KIND: ${{{{ needs.gate.outputs.kind }}}}
       TEST_RESULT: ${{{{ needs.test.result }}}}
       STARTED_ATTEMPT: ${{{{ needs.start.outputs.attempt }}}}
+      # where the leg's report.html, junit.xml and results are: linked from the
+      # callback (artifact_url) and the job summary
+      OOTEST_ARTIFACT_URL: ${{{{ github.server_url }}}}/${{{{ github.repository }}}}/actions/runs/${{{{ github.run_id }}}}#artifacts
     steps:
       - uses: {setup_python}
         with:
@@ -286,6 +289,13 @@ jobs:
           # results a cut-short leg left unreadable: report without counts
           ootest relay report --status completed --conclusion "$CONCLUSION" "${{extra[@]}}" "${{results[@]}}" --soft \\
             || ootest relay report --status completed --conclusion "$CONCLUSION" "${{extra[@]}}" --soft
+      - name: job summary
+        # counts, top skip reasons and missing ops; test-derived text is escaped
+        if: always()
+        run: |
+          if [ -s leg/results.jsonl ]; then
+            ootest report leg/results.jsonl --format summary --artifact-url "$OOTEST_ARTIFACT_URL" >> "$GITHUB_STEP_SUMMARY" || true
+          fi
 
   durations:
     needs: [gate, test]

@@ -7,7 +7,6 @@ imports torch.
 
 from __future__ import annotations
 
-import html
 import re
 import time
 import xml.etree.ElementTree as ET
@@ -15,8 +14,9 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ootest.htmlpage import CSP, SORT_FILTER_JS, WIDGET_CSS, clipped, esc
 from ootest.record.results import (
     BAD,
     CRASHED,
@@ -34,10 +34,13 @@ from ootest.record.results import (
     RunData,
     blocking,
     headline,
-    skipped_by,
 )
 from ootest.runner.guard import Trip
+from ootest.runner.reasons import Group, details_text, expected_groups, skip_groups
 from ootest.runner.trend import Trend, shown
+
+if TYPE_CHECKING:
+    from ootest.runner.coverage import Coverage
 
 LABELS = {XPASSED_STRICT: "strict xpass"}
 RAN_OK = (PASSED, XPASSED)
@@ -117,18 +120,6 @@ def per_class(data: RunData) -> dict[str, dict[str, Counter[str]]]:
     return {f: dict(sorted(c.items())) for f, c in sorted(out.items())}
 
 
-def skip_groups(data: RunData) -> dict[str, dict[str, list[str]]]:
-    """Skipped variants by who skipped them and why (see :func:`skipped_by`):
-    ``{"config": {reason: [variant IDs]}, "test": {message: [...]}}``, the
-    reasons of each most variants first."""
-    by: dict[str, dict[str, list[str]]] = {who: defaultdict(list) for who in SKIPPED_BY}
-    for key, r in data.results.items():
-        if r["outcome"] == SKIPPED:
-            who, why = skipped_by(r)
-            by[who][why].append(key)
-    return {w: dict(sorted(g.items(), key=lambda x: (-len(x[1]), x[0]))) for w, g in by.items()}
-
-
 def _axis_rates(data: RunData) -> tuple[dict[str, list[int]], dict[str, list[int]], Any]:
     """Per op, per dtype and per (op, dtype): [passed, ran] over tests that ran."""
     ops: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -178,15 +169,39 @@ def print_summary(
     table.add_row("[b]total[/b]", *(_cell(o, total[o]) for o in present))
     console.print(table)
     skips = skip_groups(data)
-    if any(skips.values()):
-        n_by = {w: sum(map(len, g.values())) for w, g in skips.items()}
+    if skips:
+        n_by = Counter({w: 0 for w in SKIPPED_BY})
+        for g in skips:
+            n_by[g.who] += g.count
         console.print(
             f"[b]top skip reasons[/b] ({n_by['config']} skipped by the config, "
             f"{n_by['test']} by the test itself)"
         )
-        top = [(len(ids), f"{w}: {why}") for w, g in skips.items() for why, ids in g.items()]
-        for n, reason in sorted(top, key=lambda x: -x[0])[:5]:
-            console.print(f"  {n:5d}  {esc(reason)}")
+        for g in skips[:8]:
+            more = details_text(g)
+            console.print(
+                f"  {g.count:5d}  {esc(g.who)}: {esc(g.key)}" + (f" ({esc(more)})" if more else "")
+            )
+        if len(skips) > 8:
+            console.print(
+                f"  [dim]... and {len(skips) - 8} more reasons (the HTML report has them)[/dim]"
+            )
+    expected = expected_groups(data)
+    if expected:
+        n = sum(g.count for g in expected)
+        console.print(
+            f"[b]expected to fail, by reason[/b] ({n} variant(s) the config runs as xfail)"
+        )
+        for g in expected[:8]:
+            more = details_text(g)
+            kinds = ", ".join(f"{k} {v}" for k, v in g.outcomes.most_common())
+            console.print(
+                f"  {g.count:5d}  {esc(g.key)}"
+                + (f" ({esc(more)})" if more else "")
+                + f"  [dim]({kinds})[/dim]"
+            )
+        if len(expected) > 8:
+            console.print(f"  [dim]... and {len(expected) - 8} more reasons[/dim]")
     causes = failure_causes(data)
     if causes:
         console.print("[b]top failure causes[/b] (failed, errors, crashes and expected failures)")
@@ -279,7 +294,18 @@ def print_trend(t: Trend, limit: int) -> None:
 
 
 # --------------------------------------------------------------------- JUnit
-PROPS = ("variant_id", "bucket", "mode", "reason", "issue", "op", "dtype", "outcome", "signal")
+PROPS = (
+    "variant_id", "bucket", "mode", "reason", "code", "issue", "op", "dtype", "outcome", "signal",
+)  # fmt: skip
+
+
+#: Characters XML 1.0 does not allow (a test's message may hold a terminal escape):
+#: a JUnit file with one is not well-formed, and CI parsers reject all of it.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _x(text: object) -> str:
+    return _NOT_XML.sub("", str(text))
 
 
 def junit(data: RunData, name: str = "ootest") -> ET.ElementTree[ET.Element]:
@@ -300,16 +326,18 @@ def junit(data: RunData, name: str = "ootest") -> ET.ElementTree[ET.Element]:
             case = ET.SubElement(
                 suite,
                 "testcase",
-                classname=classname,
-                name=parts[-1],
+                classname=_x(classname),
+                name=_x(parts[-1]),
                 file=file,
                 time=f"{float(r.get('duration') or 0):.3f}",
             )
             props = ET.SubElement(case, "properties")
             for key in PROPS:
                 if r.get(key) not in (None, ""):
-                    ET.SubElement(props, "property", name=f"ootest.{key}", value=str(r[key]))
-            o, msg = r["outcome"], str(r.get("message") or "")
+                    ET.SubElement(props, "property", name=f"ootest.{key}", value=_x(r[key]))
+            for line in r.get("evidence") or ():  # Note [Decisions people can see]
+                ET.SubElement(props, "property", name="ootest.evidence", value=_x(line))
+            o, msg = r["outcome"], _x(r.get("message") or "")
             first = headline(msg) or o
             if o in (FAILED, XPASSED_STRICT):
                 ET.SubElement(case, "failure", message=first, type=o).text = msg
@@ -318,7 +346,7 @@ def junit(data: RunData, name: str = "ootest") -> ET.ElementTree[ET.Element]:
                 ET.SubElement(case, "error", message=first, type=o).text = msg
                 c["errors"] += 1
             elif o in (SKIPPED, XFAILED):
-                why = str(r.get("reason") or first)
+                why = _x(r.get("reason") or first)
                 ET.SubElement(case, "skipped", message=why, type=o)
                 c["skipped"] += 1
             c["tests"] += 1
@@ -368,7 +396,8 @@ _COLORS = {
     XPASSED_STRICT: "#e377c2",
     SKIPPED: "#c4c4c4",
 }
-_CSS = """
+_CSS = (
+    """
 body{font:14px system-ui,sans-serif;margin:2em;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em}h3{font-size:1em}
 table{border-collapse:collapse;margin:.5em 0}
@@ -381,7 +410,10 @@ pre{background:#f6f6f6;padding:6px;white-space:pre-wrap;max-height:12em;overflow
 .bar span{display:block;height:100%;min-width:2px}
 .key{display:inline-block;width:.9em;height:.9em;vertical-align:middle;margin:0 .2em 0 .8em}
 summary{cursor:pointer}details ul{margin:.2em 0;text-align:left}
-""" + "".join(f".o-{o}{{background:{c}}}" for o, c in _COLORS.items())
+"""
+    + "".join(f".o-{o}{{background:{c}}}" for o, c in _COLORS.items())
+    + WIDGET_CSS
+)
 
 
 def _rate_cell(v: list[int] | None) -> str:
@@ -404,15 +436,13 @@ def _bar(group: str, c: Counter[str]) -> str:
         for o in OUTCOMES
         if c[o]
     )
-    return f"<span class='bar' data-of='{html.escape(group)}'>{segs}</span>"
+    return f"<span class='bar' data-of='{esc(group)}'>{segs}</span>"
 
 
 def _legend() -> str:
     return (
         "<p class='legend'>"
-        + "".join(
-            f"<span class='key o-{o}'></span>{html.escape(LABELS.get(o, o))}" for o in OUTCOMES
-        )
+        + "".join(f"<span class='key o-{o}'></span>{esc(LABELS.get(o, o))}" for o in OUTCOMES)
         + "</p>"
     )
 
@@ -420,20 +450,20 @@ def _legend() -> str:
 def _outcome_row(name: str, group: str, c: Counter[str]) -> str:
     cells = "".join(f"<td data-outcome='{o}'>{c[o]}</td>" for o in OUTCOMES)
     return (
-        f"<tr><td>{html.escape(name)}</td><td class='l'>{_bar(group, c)}</td>{cells}"
+        f"<tr><td>{esc(name)}</td><td class='l'>{_bar(group, c)}</td>{cells}"
         f"<td data-outcome='total'>{sum(c.values())}</td></tr>"
     )
 
 
 def _outcome_head(first: str) -> str:
-    heads = "".join(f"<th>{html.escape(LABELS.get(o, o))}</th>" for o in OUTCOMES)
+    heads = "".join(f"<th>{esc(LABELS.get(o, o))}</th>" for o in OUTCOMES)
     return f"<tr><th>{first}</th><th>outcomes</th>{heads}<th>total</th></tr>"
 
 
 def _ids(ids: Sequence[str], limit: int, why_cut: str = "the results file has all") -> str:
     """A list of variant IDs, at most ``limit`` (0: all), then a count of the rest."""
     head = shown(ids, limit)
-    items = "".join(f"<li>{html.escape(str(i))}</li>" for i in head)
+    items = "".join(f"<li>{esc(str(i))}</li>" for i in head)
     if len(ids) > len(head):
         items += f"<li><i>... and {len(ids) - len(head)} more ({why_cut})</i></li>"
     return f"<ul>{items}</ul>"
@@ -444,7 +474,7 @@ def _ids_folded(ids: Sequence[str], limit: int, why_cut: str = "the results file
 
 
 def _trend_html(t: Trend, limit: int) -> list[str]:
-    e = html.escape
+    e = esc
     parts = [
         "<h2>Trend</h2><div id='trend'><p>Runs oldest first; the rest of this report is "
         "the newest. <i>changed</i>: variants whose outcome differs from the run before "
@@ -477,41 +507,103 @@ def _trend_html(t: Trend, limit: int) -> list[str]:
     return parts
 
 
+def _group_rows(groups: list[Group], head: str, outcomes: bool) -> list[str]:
+    """One row per reason: count, details (the op of ``op_unsupported``...), the most
+    common evidence lines, (outcomes,) and the first variant IDs folded."""
+    e = esc
+    parts = [f"<tr><th>{head}</th><th>count</th><th class='l'>details</th>"]
+    parts.append("<th class='l'>evidence</th>")
+    parts.append("<th class='l'>outcomes</th>" if outcomes else "")
+    parts.append("<th class='l'>variants</th></tr>")
+    for g in groups[:HTML_SKIP_REASONS]:
+        details = "".join(
+            f"<li>{e(d)} <b>{n}</b></li>" for d, n in g.details.most_common(HTML_SKIP_IDS)
+        )
+        if len(g.details) > HTML_SKIP_IDS:
+            details += f"<li><i>+{len(g.details) - HTML_SKIP_IDS} more</i></li>"
+        ev = [clipped(x) + (f" (x{n})" if n > 1 else "") for x, n in g.evidence.most_common(3)]
+        ev += [f"entry {e(o)}" + (f" (x{n})" if n > 1 else "") for o, n in g.origins.most_common(2)]
+        parts.append(
+            f"<tr data-reason='{e(g.key)}'><td>{e(g.key)}</td><td>{g.count}</td>"
+            f"<td class='l'><ul class='tight'>{details}</ul></td>"
+            f"<td class='l'>{'<br>'.join(ev)}</td>"
+        )
+        if outcomes:
+            kinds = ", ".join(f"{k} {v}" for k, v in g.outcomes.most_common())
+            parts.append(f"<td class='l'>{e(kinds)}</td>")
+        parts.append(f"<td class='l'>{_ids_folded(g.ids, HTML_SKIP_IDS)}</td></tr>")
+    rest = groups[HTML_SKIP_REASONS:]
+    if rest:
+        parts.append(
+            f"<tr><td><i>{len(rest)} more reasons</i></td>"
+            f"<td>{sum(g.count for g in rest)}</td><td></td><td></td>"
+            + ("<td></td>" if outcomes else "")
+            + "<td></td></tr>"
+        )
+    return parts
+
+
 def _skips_html(data: RunData) -> list[str]:
-    e = html.escape
     skips = skip_groups(data)
-    n_by = {w: sum(map(len, g.values())) for w, g in skips.items()}
+    n_by = Counter({w: 0 for w in SKIPPED_BY})
+    for g in skips:
+        n_by[g.who] += g.count
     parts = [
         "<h2>Skips</h2><div id='skips'>",
-        f"<p>{sum(n_by.values())} skipped: <b>{n_by['config']}</b> by the config (its reason: "
-        f"<code>mode: skip</code> or a capability it does not declare), "
+        f"<p>{sum(n_by.values())} skipped: <b>{n_by['config']}</b> by the config, by the "
+        "reason its decision was made for (a selection reason code with its evidence, "
+        "a person's <code>reason:</code>, or <i>not decided</i>), "
         f"<b>{n_by['test']}</b> by the test itself (its own message, such as "
         "<i>Only runs on cuda</i>).</p>",
     ]
     titles = {"config": "Skipped by the config", "test": "Skipped by the test itself"}
-    for who, groups in skips.items():
+    for who in SKIPPED_BY:
+        groups = [g for g in skips if g.who == who]
         if not groups:
             continue
         head = "reason" if who == "config" else "the test's message"
-        parts.append(
-            f"<h3>{titles[who]} ({n_by[who]})</h3><table id='skips-{who}'>"
-            f"<tr><th>{head}</th><th>count</th><th>variants</th></tr>"
-        )
-        reasons = list(groups.items())
-        for why, ids in reasons[:HTML_SKIP_REASONS]:
-            parts.append(
-                f"<tr><td>{e(why)}</td><td>{len(ids)}</td>"
-                f"<td class='l'>{_ids_folded(ids, HTML_SKIP_IDS)}</td></tr>"
-            )
-        rest = reasons[HTML_SKIP_REASONS:]
-        if rest:
-            parts.append(
-                f"<tr><td><i>{len(rest)} more reasons</i></td>"
-                f"<td>{sum(len(ids) for _, ids in rest)}</td><td></td></tr>"
-            )
+        parts.append(f"<h3>{titles[who]} ({n_by[who]})</h3><table id='skips-{who}'>")
+        parts += _group_rows(groups, head, outcomes=False)
         parts.append("</table>")
     parts.append("</div>")
     return parts
+
+
+def _expected_html(groups: list[Group]) -> list[str]:
+    if not groups:
+        return []
+    n = sum(g.count for g in groups)
+    parts = [
+        f"<h2>Expected to fail, by reason ({n})</h2><div id='expected'><p>Variants the "
+        "config runs as <code>xfail</code> or <code>xfail_strict</code>, by the reason "
+        "they were decided for, with what they did.</p><table id='expected-reasons'>"
+    ]
+    parts += _group_rows(groups, "reason", outcomes=True)
+    parts.append("</table></div>")
+    return parts
+
+
+def _toc(
+    data: RunData,
+    trips: list[Trip] | None,
+    trend: Trend | None,
+    coverage: Coverage | None,
+    expected: bool,
+) -> str:
+    """Links to the sections this page has (in-page anchors only)."""
+    counts = data.counts()
+    have = [
+        ("guard", "collection guard", bool(trips)),
+        ("trend", "trend", trend is not None),
+        ("files", "per file", True),
+        ("coverage", "op coverage", coverage is not None),
+        ("skips", "skips by reason", bool(counts[SKIPPED])),
+        ("expected", "expected failures by reason", expected),
+        ("causes", "failure causes", any(counts[o] for o in FAILING)),
+        ("promotions", "promotions", True),
+    ]
+    links = "".join(f"<a href='#{a}'>{t}</a>" for a, t, ok in have if ok)
+    return f"<nav class='toc'>{links}</nav>"
 
 
 def html_report(
@@ -520,12 +612,15 @@ def html_report(
     trips: list[Trip] | None = None,
     trend: Trend | None = None,
     trend_limit: int = 50,
+    coverage: Coverage | None = None,
 ) -> str:
-    """One self-contained page (no scripts, no external resources; see Note [Bounded HTML])."""
-    e = html.escape
+    """One self-contained page (no external resources, Note [Self-contained pages]; an
+    inline script only to sort and filter the op coverage; see Note [Bounded HTML])."""
+    e = esc
     counts = data.counts()
     parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
+        f"<!doctype html><html><head><meta charset='utf-8'>"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\"><title>{e(title)}</title>"
         f"<style>{_CSS}</style></head><body><h1>{e(title)}</h1>",
         f"<p>Generated {e(time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()))}. "
         f"{len(data.results)} results.</p>",
@@ -535,6 +630,8 @@ def html_report(
     parts.append(
         f"<p id='verdict' class='{'bad' if verdict == 'FAILED' else 'good'}'>{verdict}</p>"
     )
+    expected = expected_groups(data)
+    parts.append(_toc(data, trips, trend, coverage, bool(expected)))
     parts.append(f"<h2>Totals</h2>{_legend()}<table id='totals'>{_outcome_head('')}")
     parts.append(_outcome_row("all", "all", counts))
     parts.append("</table>")
@@ -598,8 +695,13 @@ def html_report(
             parts += [_rate_cell(cells.get((op, d))) for d in dtypes] + ["</tr>"]
         parts.append("</table>")
 
+    if coverage is not None:
+        from ootest.runner.coverage import coverage_html
+
+        parts.append(coverage_html(coverage))
     if counts[SKIPPED]:
         parts += _skips_html(data)
+    parts += _expected_html(expected)
 
     causes = failure_causes(data)
     if causes:
@@ -669,7 +771,10 @@ def html_report(
         parts.append("</ul>")
     else:
         parts.append("<p>None.</p>")
-    parts.append("</div></body></html>\n")
+    parts.append("</div>")
+    if coverage is not None:
+        parts.append(f"<script>{SORT_FILTER_JS}</script>")
+    parts.append("</body></html>\n")
     return "".join(parts)
 
 
@@ -679,6 +784,7 @@ def write_html(
     title: str,
     trips: list[Trip] | None = None,
     trend: Trend | None = None,
+    coverage: Coverage | None = None,
 ) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(html_report(data, title, trips, trend), encoding="utf-8")
+    path.write_text(html_report(data, title, trips, trend, coverage=coverage), encoding="utf-8")

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ootest.errors import UserError
+from ootest.record.decisions import sidecar_path as sidecar_path
 from ootest.record.results import RunData
 from ootest.select.rules import Decision, Evidence, Result, decide, promotable
 from ootest.select.signature import signature
@@ -51,12 +52,6 @@ from ootest.select.writer import TAG, Precision
 _CLOSE = re.compile(r"Tensor-likes are not close")
 _ABS = re.compile(r"Greatest absolute difference: ([0-9.eE+-]+|nan|inf)")
 _REL = re.compile(r"Greatest relative difference: ([0-9.eE+-]+|nan|inf)")
-
-
-def sidecar_path(config: Path) -> Path:
-    return config.with_name(
-        config.name.removesuffix(".yaml").removesuffix(".yml") + ".evidence.jsonl"
-    )
 
 
 def evidence_row(ev: Evidence, d: Decision, fingerprint: str) -> dict[str, Any]:

@@ -29,13 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ootest.record.decisions import GENERATED_TAG
 from ootest.select.rules import MODES, Decision
 
 MARK = "# ootest select:"  # begins the comment above every generated entry
 #: The tag every generated entry carries: refinement rewrites only entries with it.
 #: An entry without it (written by a person, or a generated one whose tag was
 #: removed to pin it) is kept as it is, and its names are not decided again.
-TAG = "ootest-select"
+TAG = GENERATED_TAG
 
 
 #: Note [Undecided variants run]
