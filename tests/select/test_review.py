@@ -77,8 +77,9 @@ def test_review_against_a_previous_config_and_a_persons_entry(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     text = (work / "suite.yaml").read_text()
-    anchor = "      unlisted_test_mode: mandatory_success\n      tests:\n"
-    (work / "suite.yaml").write_text(text.replace(anchor, anchor + PERSON))
+    # after the generated entries of its file: the later entry naming a test wins
+    anchor = "    - path: ${TORCH_ROOT}/test/test_beta.py\n"
+    (work / "suite.yaml").write_text(text.replace(anchor, PERSON + anchor))
     r = _review(capsys, "suite.yaml", "--previous", "old.yaml")
     assert r["edited"] == {"edited:listed": 1}
     changes = {(c["kind"], c["from"], c["to"]): c["count"] for c in r["changes"]}  # type: ignore[union-attr]
