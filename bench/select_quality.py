@@ -30,6 +30,12 @@ the benchmark must not flatter, so not only from the profile the device enforces
   every 4th of the profile's ops left out, and the first 5 ops the op map
   recorded that the device lacks added, the profile's dtypes declared.
 
+A backend other than emu (``--backend MODULE:NAME`` or ``--backend NAME``, with
+``--backend-path DIR`` put on the children's ``PYTHONPATH`` when it is installed
+there; ``--tinydev`` installs and uses the test backend of tests/backends) is
+measured through the documented commands alone: ``select run --device BACKEND
+--replay ...`` (source ``backend``: the probe, no ``--supported``, no ``--dtypes``).
+
 The ``subtle`` profile's faults depend on context one call does not show
 (non-contiguous operands, state across calls; docs/emu.md).
 
@@ -44,6 +50,7 @@ executed to reach the final config; then one table of all of them side by side.
 
 Usage: python bench/select_quality.py [--profile young --profile faulty --profile subtle]
        [--source profile --source probe --source hand] [--rounds 4]
+       [--backend MODULE:NAME [--backend-path DIR]] [--tinydev]
        [--timeout 15] [--torch-file test_binary_ufuncs.py ...] [--keep DIR]
 """
 
@@ -178,15 +185,33 @@ def main() -> int:
     p.add_argument("--timeout", type=int, default=15)
     p.add_argument("--torch-file", action="append", default=[])
     p.add_argument("--keep", type=Path)
+    p.add_argument("--backend", action="append", default=[], help="a device other than emu")
+    p.add_argument("--backend-path", action="append", default=[], type=Path)
+    p.add_argument("--tinydev", action="store_true", help="the test backend tiny")
     args = p.parse_args()
-    profiles = args.profile or ["young", "faulty", "subtle"]
+    backends = list(args.backend)
+    paths_extra = [str(x.resolve()) for x in args.backend_path]
+    if args.tinydev:
+        sys.path.insert(0, str(ROOT))
+        from ootest.cache import cache_dir
+        from tests.backends import TINYDEV, install
+
+        found = install(TINYDEV, cache_dir() / "test-backends")
+        paths_extra.append(str(found.path))
+        os.environ.update({k: v for k, v in found.env().items() if k != "PYTHONPATH"})
+        backends.append("tiny")
+    profiles = args.profile or (
+        [] if backends and not args.profile else ["young", "faulty", "subtle"]
+    )
     sources = args.source or list(SOURCES)
     table: list[tuple[str, str, str, str, str]] = []
     base = args.keep or Path(tempfile.mkdtemp(prefix="ootest-select-quality-"))
     base.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OOTEST_ROOT": str(ROOT)}
     # the children measure this tree's ootest, whatever the environment installed
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT / "src"), *paths_extra, *filter(None, [env.get("PYTHONPATH")])]
+    )
     env.pop("PYTEST_ADDOPTS", None)
     torch_root = os.environ.get("TORCH_ROOT")
     # a generated config's paths start with one variable (--root-var): the example
@@ -216,23 +241,24 @@ def main() -> int:
         )
     all_yaml = base / "all.yaml"
     all_yaml.write_text(files_block(paths, "mandatory_success"))
-    for prof in profiles:
-        work = base / prof
+    devices = [(f"emu:{prof}", prof) for prof in profiles] + [(b, "") for b in backends]
+    for device, prof in devices:
+        work = base / re.sub(r"[^A-Za-z0-9_.-]", "_", device)
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
-        print(f"emu:{prof}:")
+        print(f"{device}:")
         variants = work / "v.jsonl"
         sh([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *targets,
-            "--collect-only", "--ootest-device", f"emu:{prof}", "--ootest-variants",
+            "--collect-only", "--ootest-device", device, "--ootest-variants",
             str(variants)], env, work)  # fmt: skip
         replay = work / "replay.jsonl"
         t0 = time.perf_counter()
-        sh(ootest("ops", "replay", "--db", str(ops), "--device", f"emu:{prof}", "--out",
+        sh(ootest("ops", "replay", "--db", str(ops), "--device", device, "--out",
                   str(replay), "--timeout", "5", "-q"), env, work)  # fmt: skip
         replay_s = time.perf_counter() - t0
         replayed = sum(1 for _ in replay.open()) - 1
         truth_path = work / "truth.jsonl"
-        run = ["--device", f"emu:{prof}", "--timeout", str(args.timeout), "-q"]
+        run = ["--device", device, "--timeout", str(args.timeout), "-q"]
         sh(ootest("run", str(all_yaml), *run, "--results", str(truth_path)), env, work, (0, 1))
         truth = outcomes(truth_path)
         kinds = Counter(o for o, _ in truth.values())
@@ -241,8 +267,8 @@ def main() -> int:
         print(f"  replayed {replayed} recorded calls in {replay_s:.1f} s")
         from ootest.device.emu import read_profile
 
-        for source in sources:
-            declared = ["--device", f"emu:{prof}"]
+        for source in sources if prof else ["backend"]:
+            declared = ["--device", device]
             if source == "probe":
                 declared += ["--probe", "--save-detected", str(work / "detected.json")]
             elif source == "hand":
@@ -265,7 +291,7 @@ def main() -> int:
                 res = work / f"{source}-r{i}.jsonl"
                 rounds += 1
                 rc = subprocess.run(
-                    ootest("run", str(suite), "--device", f"emu:{prof}", "--timeout",
+                    ootest("run", str(suite), "--device", device, "--timeout",
                            str(args.timeout), "--results", str(res), "-q"),
                     capture_output=True, text=True, env=env, cwd=work,
                 ).returncode  # fmt: skip
@@ -291,7 +317,7 @@ def main() -> int:
             )
             a, b, c = measures(stat, truth), measures(first, truth), measures(final, truth)
             table.append((
-                f"{prof:7} {source:7}",
+                f"{prof or device:7} {source:7}",
                 f"{_pct(a['precision'])} {_pct(a['recall'])} {a['false_skips']:3}/{a['skips']:<3}",
                 f"{_pct(b['precision'])} {_pct(b['recall'])} {b['false_skips']:3}/{b['skips']:<3}",
                 f"{_pct(c['precision'])} {_pct(c['recall'])} {c['false_skips']:3}/{c['skips']:<3}"
