@@ -263,3 +263,17 @@ def test_decide_imports_neither_the_loader_nor_pyyaml_nor_pydantic() -> None:
     )
     r = run([sys.executable, "-c", code])
     assert (r.returncode, r.stdout.strip()) == (0, "[]"), r.stderr
+
+
+def test_a_variant_of_several_dtypes_is_named_by_its_id() -> None:
+    """Note [Dtype tuples in names]: upstream parametrizes some tests over several
+    dtypes at once (test_view_ops.py's test_set_real_imag); the ID written back as
+    a config name (select run lists every skip by ID, audit samples by ID) selects
+    exactly that variant."""
+    v = Variant(file="test/t.py", cls="T", method="test_set", dtypes=("complex64", "float64"))
+    other = Variant(file="test/t.py", cls="T", method="test_set", dtypes=("complex64", "int8"))
+    pat = NamePattern.parse("T::test_set[dtype=complex64,float64]")
+    assert pat.filters == (("dtype", "complex64,float64"),)
+    assert pat.matches(v) and not pat.matches(other)
+    one = NamePattern.parse("T::test_set[dtype=complex64]")  # one of the tuple's dtypes
+    assert one.matches(v) and one.matches(other)

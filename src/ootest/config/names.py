@@ -251,10 +251,16 @@ class NamePattern:
             return cls._pattern(raw, text)
         if "]" not in body:
             text = text[:start]
-            pairs = []
+            pairs: list[tuple[str, str]] = []
             for part in body.split(","):
                 key, eq, value = part.partition("=")
                 key, value = key.strip(), value.strip()
+                if not eq and key and pairs:
+                    # Note [Dtype tuples in names]: a variant of several dtypes at once
+                    # has the ID '...[dtype=complex64,float64]' (its axis joined with
+                    # ','), so a part without '=' continues the value before it
+                    pairs[-1] = (pairs[-1][0], f"{pairs[-1][1]},{key}")
+                    continue
                 if not eq or not key or not value:
                     if not (key or eq or value):
                         continue  # an empty part: "[op=add,]"
