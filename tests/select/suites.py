@@ -266,3 +266,16 @@ def write_capture(path: Path, specs: Sequence[Spec]) -> Path:
                     )  # fmt: skip
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     return path
+
+
+def build_inputs(base: Path) -> Path:
+    """In ``base``: the old and new memories (``old.db``, ``new.db``), an op map of
+    both versions' calls (``ops.db``) and the support list (``sup.txt``)."""
+    from ootest.cli.main import main
+
+    build_memory(write(base / "old", new=False), base / "old.db", V1)
+    build_memory(write(base / "new", new=True), base / "new.db", V2)
+    write_capture(base / "cap.jsonl", [V1, V2])
+    (base / "sup.txt").write_text("\n".join(SUPPORTED) + "\n")
+    assert main(["ops", "ingest", str(base / "cap.jsonl"), "--db", str(base / "ops.db")]) == 0
+    return base

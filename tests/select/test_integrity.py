@@ -197,12 +197,7 @@ def memories(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.select import suites
 
     base = tmp_path_factory.mktemp("integrity")
-    suites.build_memory(suites.write(base / "old", new=False), base / "old.db", suites.V1)
-    suites.build_memory(suites.write(base / "new", new=True), base / "new.db", suites.V2)
-    suites.write_capture(base / "cap.jsonl", [suites.V1, suites.V2])
-    (base / "sup.txt").write_text("\n".join(suites.SUPPORTED) + "\n")
-    assert main(["ops", "ingest", str(base / "cap.jsonl"), "--db", str(base / "ops.db")]) == 0
-    return base
+    return suites.build_inputs(base)
 
 
 def test_an_upgrade_carries_observed_results_unless_the_test_body_changed(

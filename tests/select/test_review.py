@@ -26,12 +26,7 @@ PERSON = """        # flaky on our hardware: keep it xfail (Jane)
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("review")
-    suites.build_memory(suites.write(base / "old", new=False), base / "old.db", suites.V1)
-    suites.build_memory(suites.write(base / "new", new=True), base / "new.db", suites.V2)
-    suites.write_capture(base / "cap.jsonl", [suites.V1, suites.V2])
-    (base / "sup.txt").write_text("\n".join(suites.SUPPORTED) + "\n")
-    assert main(["ops", "ingest", str(base / "cap.jsonl"), "--db", str(base / "ops.db")]) == 0
-    return base
+    return suites.build_inputs(base)
 
 
 @pytest.fixture

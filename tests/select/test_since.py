@@ -55,12 +55,7 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Old and new memories, an op map and a support list (read-only, shared)."""
     base = tmp_path_factory.mktemp("since")
-    suites.build_memory(suites.write(base / "old", new=False), base / "old.db", suites.V1)
-    suites.build_memory(suites.write(base / "new", new=True), base / "new.db", suites.V2)
-    suites.write_capture(base / "cap.jsonl", [suites.V1, suites.V2])
-    (base / "sup.txt").write_text("\n".join(suites.SUPPORTED) + "\n")
-    assert main(["ops", "ingest", str(base / "cap.jsonl"), "--db", str(base / "ops.db")]) == 0
-    return base
+    return suites.build_inputs(base)
 
 
 @pytest.fixture
