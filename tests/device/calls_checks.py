@@ -165,6 +165,7 @@ def test_an_error_path_is_compared_by_exception_class() -> None:
         "other": (IndexError("index 7 is out of bounds"), RuntimeError("no kernel for emu")),
         "quiet": (RuntimeError("bad input"), None),
         "same": (ValueError("bad value"), ValueError("bad value")),
+        "named": (RuntimeError("found cpu and cpu"), RuntimeError(f"found cpu and {DEV}:0")),
     }
 
     def kernel(e: Exception | None) -> object:
@@ -189,13 +190,18 @@ def test_an_error_path_is_compared_by_exception_class() -> None:
     assert got == {
         "status": "ok",
         "error_path": True,
+        "same_message": False,
         "cpu_error": "RuntimeError: bad input",
         "error": "NotImplementedError",
         "device_error": "NotImplementedError: no kernel for emu",
         "detail": "error path: raises on the device as on the CPU "
-        "(RuntimeError on the CPU, NotImplementedError on the device)",
+        "(RuntimeError on the CPU, NotImplementedError on the device, another message)",
     }
-    assert replay("same")["status"] == "ok"
+    same = replay("same")
+    assert (same["status"], same["same_message"]) == ("ok", True)
+    assert not str(same["detail"]).endswith("another message)")
+    # the device's name in a message reads as the CPU's: the same message
+    assert replay("named")["same_message"] is True
     other = replay("other")
     assert (other["status"], other["error"]) == ("failed", "RuntimeError")
     assert other["cpu_error"] == "IndexError: index 7 is out of bounds"
@@ -203,3 +209,34 @@ def test_an_error_path_is_compared_by_exception_class() -> None:
     quiet = replay("quiet")
     assert quiet["status"] == "mismatch"
     assert quiet["detail"] == "the CPU raised RuntimeError: bad input; the device returned"
+
+
+def test_inputs_the_device_cannot_take(monkeypatch: object) -> None:
+    """A device that cannot hold a dtype (emu:young's float64) fails the call's
+    inputs before the op: ``failed`` (a test making the call meets the same), or an
+    error path when the CPU raises too (Note [Replaying calls])."""
+    import ootest.device.calls as calls
+    from ootest.device.replay_worker import replay_one
+
+    real = calls._to
+
+    def refuse(t: torch.Tensor, device: str) -> torch.Tensor:
+        if t.dtype == torch.float64 and device != "cpu":
+            raise calls.Unplaced(NotImplementedError("no Double here"))
+        return real(t, device)
+
+    monkeypatch.setattr(calls, "_to", refuse)  # type: ignore[attr-defined]
+
+    def replay(op: str, dtype: str, *rest: object) -> dict[str, object]:
+        call = json.dumps({"args": [{"T": dtype, "shape": [2, 2], "dev": True}, *rest],
+                           "kwargs": {}})  # fmt: skip
+        return replay_one({"key": "0" * 20, "op": op, "call": call}, DEV)
+
+    got = replay("aten::neg", "float64")
+    assert (got["status"], got["error"]) == ("failed", "NotImplementedError"), got
+    assert got["detail"] == "its inputs cannot be put on the device: no Double here"
+    assert replay("aten::neg", "float32")["status"] == "ok"
+    # flip(x, [0, 0]) raises on the CPU: the device raising while taking x is alike
+    err = replay("aten::flip", "float64", [0, 0])
+    assert (err["status"], err["error_path"], err["same_message"]) == ("ok", True, False), err
+    assert str(err["detail"]).startswith("its inputs cannot be put on the device: error path")

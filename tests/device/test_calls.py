@@ -14,4 +14,4 @@ def test_call_examples_on_emu() -> None:
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     summary = r.stdout.strip().splitlines()[-1]
-    assert summary.startswith("9 passed"), summary
+    assert summary.startswith("10 passed"), summary

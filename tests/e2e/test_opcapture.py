@@ -261,3 +261,66 @@ def test_capture_records_the_dtypes_each_call_saw(tmp_path: Path) -> None:
         s.ingest_files([cap])
         pairs = s.call_dtypes()[vid]
     assert ("aten::mm", "int64") in pairs and ("aten::mm", "float32") in pairs
+
+
+ERROR_PATHS_FILE = """
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestErr(TestCase):
+    def test_flip_errors(self, device):
+        data = torch.ones(2, 2, 2, device=device)
+        self.assertRaises(RuntimeError, lambda: data.flip(0, 1, 1))
+        self.assertRaises(IndexError, lambda: data.flip(3))
+        self.assertRaises(IndexError, lambda: data.flip(0, 1, 2, 3))  # same ending: no example
+        data.flip(0)  # and it returns
+
+    def test_value_mismatch(self, device):
+        a = torch.arange(4, device=device)
+        self._check(a)
+
+    def _check(self, a):
+        with self.assertRaisesRegex(RuntimeError, "shape mismatch"):
+            a[a > -1] = torch.tensor([1, 2, 3], device=a.device)
+
+
+    def test_from_data(self, device):
+        # the float64 copy happens below the mode; fliplr raises in its composite
+        with self.assertRaisesRegex(RuntimeError, "Input must be >= 2-d."):
+            torch.fliplr(torch.tensor(42, device=device, dtype=torch.float64))
+
+
+instantiate_device_type_tests(TestErr, globals())
+"""
+
+
+def test_each_way_a_call_ends_is_written_down_once(tmp_path: Path) -> None:
+    """Note [Call examples]: flip raises RuntimeError, then IndexError (twice), then
+    returns: three examples, one per ending, so the replay sees that a device without
+    the kernel raises NotImplementedError where the test wants an IndexError. And
+    collection says which tests match messages (Note [Tests that match messages]),
+    through a helper method too."""
+    r, cap = _capture(tmp_path, "test_err.py", ERROR_PATHS_FILE, "emu:full",
+                      "--ootest-variants", str(tmp_path / "v.jsonl"))  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    _, stops, recs = _stream(cap)
+    (flip,) = [v for v in stops if v.endswith("test_flip_errors")]
+    mine = [x for x in recs if x.get("variant_id") == flip and x["kind"] == "example"]
+    calls = [json.loads(x["call"]) for x in mine if x["op"] == "aten::flip"]
+    assert [c["args"][1] for c in calls] == [[0, 1, 1], [3], [0]], calls
+    seen = {
+        json.loads(x)["method"]: json.loads(x)["checks_messages"]
+        for x in (tmp_path / "v.jsonl").read_text().splitlines()
+        if json.loads(x)["kind"] == "variant"
+    }
+    assert seen == {"test_flip_errors": False, "test_value_mismatch": True, "test_from_data": True}
+    # Note [Tensors made from Python data]: the only trace of the float64 tensor
+    (data,) = [v for v in stops if v.endswith("test_from_data")]
+    mine = [(x["kind"], x.get("op"), x.get("dtypes")) for x in recs if x.get("variant_id") == data]
+    assert ("dtypes", "aten::lift_fresh", ["float64"]) in mine, mine
+    assert ("example", "aten::lift_fresh", None) in mine
+    called = {op for x in recs if x.get("variant_id") == data and x["kind"] == "ops"
+              for op in x["ops"]}  # fmt: skip
+    assert called == {"aten::lift_fresh"}

@@ -68,10 +68,13 @@ def _world(
                 rep.header["complete"] = False
                 continue
             res: dict[str, Any] = {"kind": "call", "key": key, "op": op, "status": status}
-            if status == "raised":
+            if status in ("raised", "raised_other"):
                 res.update(status="ok", error_path=True, cpu_error="RuntimeError: x",
                            error="NotImplementedError",
                            detail="error path: raises on the device as on the CPU")  # fmt: skip
+                if status == "raised_other":  # a missing kernel's "Could not run ..."
+                    res.update(same_message=False,
+                               device_error="NotImplementedError: Could not run 'x'")  # fmt: skip
             elif status in ("failed", "crashed"):
                 res["detail"] = "boom"
             rep.results[key] = res
@@ -99,11 +102,15 @@ def _decide(
     *,
     replay: bool = True,
     axes: dict[str, tuple[str, ...]] | None = None,
+    strict: Iterable[str] = (),
     **kw: Any,
 ) -> dict[str, tuple[str, str, tuple[str, ...]]]:
     db, rep = _world(folder, calls, **kw)
     axes = axes or {}
-    cands = [Candidate(v, axes.get(v, ())) for v in sorted({*calls, *axes})]
+    strict = set(strict)
+    cands = [
+        Candidate(v, axes.get(v, ()), checks_messages=v in strict) for v in sorted({*calls, *axes})
+    ]
     out = {}
     for ev in gather(cands, Sources(ops=db, replay=rep if replay else None), support, None):
         d = decide(ev)
@@ -362,6 +369,114 @@ def test_an_undeclared_op_whose_call_raised_alike_counts_as_working(tmp_path: Pa
         "all 2 ops it calls are declared or replayed as on the CPU (aten::index_put); "
         "error path: raises on the device as on the CPU (aten::index_put)",
     )
+
+
+def test_an_error_path_with_another_message_fails_a_test_that_matches_messages(
+    tmp_path: Path,
+) -> None:
+    """test_boolean_assignment_value_mismatch: ``assertRaisesRegex(Exception, 'shape
+    mismatch', ...)`` over ``index_put_``, which emu:young lacks: its "Could not run"
+    is an Exception, not that message (failed on the device). test_flip_errors in a
+    dtype: the same call, a test that does not match messages (passes).
+    Note [Tests that match messages]"""
+    regex, plain = "t.py::T::test_value_mismatch", "t.py::T::test_index_put_empty"
+    made = [("aten::arange", "int64", True, "ok"), ("aten::index_put_", "int64", True,
+            "raised_other")]  # fmt: skip
+    calls: Calls = {regex: made, plain: made}
+    got = _decide(tmp_path, calls, _declared("aten::arange"), strict=[regex])
+    mode, reason, why = got[regex]
+    assert (mode, reason) == ("skip", "op_unsupported:aten::index_put_")
+    assert got[plain][:2] == ("mandatory_success", "ops_supported")
+    # a declared op: the test that matches messages runs, never mandatory
+    got = _decide(tmp_path / "d", calls, _declared("aten::arange", "aten::index_put_"),
+                  strict=[regex])  # fmt: skip
+    mode, reason, why = got[regex]
+    assert (mode, reason) == ("xfail", "replay_failed:aten::index_put_")
+    assert "the test matches messages and the device's differs: NotImplementedError" in why[0]
+    # the same message on both sides: alike for both
+    same = {v: [("aten::index_put_", "int64", True, "raised")] for v in (regex, plain)}
+    got = _decide(tmp_path / "s", same, _declared(), strict=[regex])
+    assert got[regex][:2] == got[plain][:2] == ("mandatory_success", "ops_supported")
+
+
+MESSAGES_FILE = """
+from torch.testing._internal.common_utils import TestCase
+
+
+def check_shape(case, f):
+    with case.assertRaisesRegex(RuntimeError, "shape mismatch"):
+        f()
+
+
+class TestM(TestCase):
+    def test_direct(self, device):
+        self.assertRaisesRegex(RuntimeError, "dims", lambda: None)
+
+    def test_helper(self, device):
+        self._helper()
+
+    def _helper(self):
+        with self.assertWarnsRegex(UserWarning, "x"):
+            pass
+
+    def test_plain(self, device):
+        self.assertRaises(RuntimeError, lambda: None)
+"""
+
+
+def test_the_memory_knows_which_tests_match_messages(tmp_path: Path) -> None:
+    """Note [Tests that match messages]: ``refs`` holds the ``self.X`` a test and its
+    helpers use; a check through a module-level helper's parameter is not seen."""
+    from ootest.select.gather import from_memory
+    from tests.select.suites import build_memory
+
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "test_m.py").write_text(MESSAGES_FILE)
+    names = ("test_direct", "test_helper", "test_plain")
+    build_memory(tmp_path / "test", tmp_path / "m.db",
+                 {"test/test_m.py": [("TestM", n, ()) for n in names]})  # fmt: skip
+    got = {
+        c.variant_id.rpartition("::")[2]: c.checks_messages for c in from_memory(tmp_path / "m.db")
+    }
+    assert got == {"test_direct": True, "test_helper": True, "test_plain": False}
+
+
+def test_checks_messages_reads_the_compiled_test() -> None:
+    import functools
+
+    from ootest.record.messages import checks_messages
+
+    class Case:
+        def direct(self) -> None:
+            self.assertRaisesRegex(RuntimeError, "x", lambda: None)  # type: ignore[attr-defined]
+
+        def nested(self) -> None:
+            def inner() -> None:
+                self.assertWarnsRegex(UserWarning, "x")  # type: ignore[attr-defined]
+
+            inner()
+
+        def via_helper(self) -> None:
+            self._helper()
+
+        def _helper(self) -> None:
+            self.assertExpectedRaisesInline(RuntimeError, lambda: None, "")  # type: ignore[attr-defined]
+
+        def plain(self) -> None:
+            self.assertRaises(RuntimeError, lambda: None)  # type: ignore[attr-defined]
+
+    def deco(f: Any) -> Any:
+        @functools.wraps(f)
+        def wrapper(*a: Any) -> Any:
+            return f(*a)
+
+        return wrapper
+
+    assert checks_messages(Case.direct) and checks_messages(deco(Case.direct))
+    assert checks_messages(Case.nested)
+    assert checks_messages(Case.via_helper, Case) and not checks_messages(Case.via_helper)
+    assert not checks_messages(Case.plain, Case)
+    assert not checks_messages(None) and not checks_messages(42)
 
 
 # ------------------------------------------------------------ properties of the rules

@@ -147,7 +147,10 @@ def _candidates(args: argparse.Namespace) -> list[Any]:
                 continue
             if rec.get("kind") == "variant" and rec.get("device_variant"):
                 vid = str(rec["variant_id"])
-                found.setdefault(vid, Candidate(vid, tuple(rec.get("dtypes") or ())))
+                c = Candidate(vid, tuple(rec.get("dtypes") or ()))
+                c.checks_messages = rec.get("checks_messages") is True
+                had = found.setdefault(vid, c)
+                had.checks_messages = had.checks_messages or c.checks_messages
     if not found:
         raise UserError(
             "select run: no variants to decide; pass --memory (ootest index build) or "

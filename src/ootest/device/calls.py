@@ -38,6 +38,22 @@ MAX_ELEMENTS = 1 << 24  # a rebuilt call larger than this is not replayed
 _NAMED = ("dtype", "device", "layout", "memory_format")
 
 
+class Unplaced(Exception):
+    """The device could not take a call's inputs (copying them onto it raised):
+    what a test making that call meets first (Note [Replaying calls])."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _to(t: Any, device: str) -> Any:
+    try:
+        return t.to(device)
+    except Exception as e:  # the backend's: a dtype it cannot hold, a failing copy
+        raise Unplaced(e) from e
+
+
 class Unencodable(Exception):
     """The call holds something an example cannot carry."""
 
@@ -164,7 +180,8 @@ def elements(spec: Any) -> int:
 
 def decode_call(spec: dict[str, Any], device: str, seed: int) -> tuple[Any, Any]:
     """The call twice: ``((args, kwargs) on the CPU, (args, kwargs) on the device)``,
-    with equal values (Note [Call examples])."""
+    with equal values (Note [Call examples]). ``Unplaced`` when the device cannot
+    take an input; ``decode_call(spec, "cpu", seed)`` still gives the CPU's."""
     import torch
 
     gen = torch.Generator().manual_seed(seed)
@@ -212,7 +229,7 @@ def _build(a: dict[str, Any], device: str, gen: Any) -> tuple[Any, Any]:
     stride = [int(s) for s in a["stride"]] if "stride" in a else None
     if stride is None and "offset" not in a and "storage" not in a:
         host = _values(a, dtype, shape, gen)
-        return host, host.to(device) if a.get("dev") else host.clone()
+        return host, _to(host, device) if a.get("dev") else host.clone()
     # a view into a storage: the same storage on both sides, viewed with the
     # recorded strides and offset (an expanded tensor has stride 0: it can only be
     # viewed); kept values are written through the view in logical order
@@ -225,7 +242,7 @@ def _build(a: dict[str, Any], device: str, gen: Any) -> tuple[Any, Any]:
     overlaps = any(st == 0 and sz > 1 for sz, st in zip(shape, stride, strict=True))
     if "v" in a and not overlaps:
         view.copy_(_values(a, dtype, shape, gen))
-    on = base.to(device) if a.get("dev") else base.clone()
+    on = _to(base, device) if a.get("dev") else base.clone()
     return view, on.as_strided(shape, stride, offset)
 
 

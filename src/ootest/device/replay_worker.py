@@ -14,12 +14,13 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from ootest.device.calls import MAX_ELEMENTS, decode_call, elements
+from ootest.device.calls import MAX_ELEMENTS, Unplaced, decode_call, elements
 
 #: Ops whose results are not defined by their inputs (by name prefix; seeded random
 #: ops are found by their tag): only shapes and dtypes compare.
@@ -156,6 +157,10 @@ def replay_one(
     seed = int(str(rec["key"])[:8], 16)
     try:
         (cargs, ckw), (dargs, dkw) = decode_call(spec, device, seed)
+    except Unplaced as u:
+        if on_device is not None:
+            on_device()
+        return _unplaced(op, spec, seed, u.error, device)
     except Exception as e:
         return {"status": "unusable", "detail": f"cannot rebuild the call: {type(e).__name__}: "
                 f"{_short(str(e))}"}  # fmt: skip
@@ -171,7 +176,7 @@ def replay_one(
         dout = op(*dargs, **dkw)
     except Exception as e:
         if cpu_error is not None:
-            return _error_path(cpu_error, e)
+            return _error_path(cpu_error, e, device)
         return {"status": "failed", "error": type(e).__name__, "detail": _short(str(e))}
     took = time.perf_counter() - start
     if cpu_error is not None:
@@ -207,23 +212,57 @@ def replay_one(
     return {"status": "ok", "seconds": round(took, 6)}
 
 
+def _unplaced(op: Any, spec: Any, seed: int, error: Exception, device: str) -> dict[str, Any]:
+    """The device could not take the call's inputs: a test making the call could
+    not either. ``failed``, unless the call raises on the CPU too: then it is an
+    error path like any other (the test's own tensor creation raises inside its
+    ``assertRaises``), compared by ``_error_path``."""
+    where = "its inputs cannot be put on the device"
+    try:
+        (cargs, ckw), _ = decode_call(spec, "cpu", seed)
+    except Exception as e:
+        return {"status": "unusable", "detail": f"cannot rebuild the call: {_what(e)}"}
+    try:
+        op(*cargs, **ckw)
+    except Exception as cpu_error:
+        got = _error_path(cpu_error, error, device)
+        got["detail"] = f"{where}: {got['detail']}"
+        return got
+    return {"status": "failed", "error": type(error).__name__,
+            "detail": f"{where}: {_short(str(error))}"}  # fmt: skip
+
+
 def _what(e: BaseException) -> str:
     return f"{type(e).__name__}: {_short(str(e))}"
 
 
-def _error_path(cpu: Exception, dev: Exception) -> dict[str, Any]:
+def _error_path(cpu: Exception, dev: Exception, device: str) -> dict[str, Any]:
     """A call that raised on both sides (Note [Replaying calls]): alike when the
     device's exception is of the CPU's class or a subclass of it (by the MRO:
     ``NotImplementedError``, a missing kernel's, is a ``RuntimeError``), which is
-    what a test expecting the CPU's exception accepts. The messages are not
-    compared (a test matching one may still fail: refinement sees it)."""
+    what a test expecting the CPU's exception accepts. Whether the messages are
+    alike too (``same_message``: the first lines, the device's name read as the
+    CPU's) is recorded: a test that matches the message (``assertRaisesRegex``)
+    fails on a missing kernel's "Could not run ..." (ootest.select.gather)."""
     both = {"cpu_error": _what(cpu), "error": type(dev).__name__, "device_error": _what(dev)}
     if isinstance(dev, type(cpu)):
         sides = f"{type(cpu).__name__} on the CPU, {type(dev).__name__} on the device"
+        same = _first_line(str(dev), device) == _first_line(str(cpu), "cpu")
+        if not same:
+            sides += ", another message"
         detail = f"error path: raises on the device as on the CPU ({sides})"
-        return {"status": "ok", "error_path": True, **both, "detail": detail}
+        return {"status": "ok", "error_path": True, "same_message": same, **both,
+                "detail": detail}  # fmt: skip
     detail = f"{_short(str(dev))} (the CPU raised {_what(cpu)}, which {type(dev).__name__} is not)"
     return {"status": "failed", **both, "detail": detail}
+
+
+def _first_line(text: str, device: str) -> str:
+    """A message's first line with the device's name (``emu:0``, ``emu``) read as
+    a placeholder, so "found cpu and emu:0" and "found cpu and cpu" compare."""
+    line = text.strip().partition("\n")[0]
+    name = device.partition(":")[0]
+    return re.sub(rf"\b(?:{re.escape(name)}|cpu)(?::\d+)?\b", "<device>", line, flags=re.I)
 
 
 def main(argv: list[str]) -> int:

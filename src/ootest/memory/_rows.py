@@ -7,7 +7,7 @@ import sqlite3
 
 from ootest.memory._files import SourceFile
 from ootest.memory._fingerprint import template_components
-from ootest.memory._static import FileFacts, Func, Import, Klass, dump_facts
+from ootest.memory._static import FileFacts, Func, Import, Klass, Symbol, dump_facts
 from ootest.memory._text import class_doc, file_doc, test_doc
 
 
@@ -112,12 +112,17 @@ def _store_test(con: sqlite3.Connection, facts: FileFacts, k: Klass | None, m: F
         "INSERT INTO decorators VALUES(?,?,?)", [(tid, d.name, d.args) for d in m.decorators]
     )
     # The names a test uses: its own, its helpers' and what they use (a symbol
-    # query finds the test through any of them).
+    # query finds the test through any of them), and the ``self.X`` it and they
+    # use as ``self.X`` (selection reads ``self.assertRaisesRegex``: the test
+    # matches exception messages; ootest.select.gather.MESSAGE_CHECKS).
     names = set(m.refs) | {h.rsplit(".", 1)[-1] for h in helpers}
+    names.update(f"self.{a}" for a in m.attrs)
     for h in helpers:
-        sym = facts.symbol(h)
+        owner, _, attr = h.rpartition(".")
+        sym = facts.symbol(h) if not owner else _member(facts, owner, attr)
         if sym is not None:
             names.update(sym.refs)
+            names.update(f"self.{a}" for a in sym.attrs)
     con.executemany("INSERT OR IGNORE INTO refs VALUES(?,?)", [(n, tid) for n in sorted(names)])
     row = con.execute(
         "SELECT text FROM summaries WHERE key=? AND body=? ORDER BY prompt LIMIT 1",
@@ -125,6 +130,14 @@ def _store_test(con: sqlite3.Connection, facts: FileFacts, k: Klass | None, m: F
     ).fetchone()
     summary = str(row[0]) if row else ""  # see ootest.memory._summarize
     add_doc(con, facts.key, "test", key, test_doc(k, m, helpers, sorted(names), summary))
+
+
+def _member(facts: FileFacts, cls: str, name: str) -> Symbol | None:
+    """A class's member ``name`` (a helper method) as the file defines it."""
+    k = facts.klass(cls)
+    if k is None:
+        return None
+    return next((m for m in k.members if m.name == name), None)
 
 
 def add_doc(con: sqlite3.Connection, file: str, kind: str, key: str, body: str) -> None:

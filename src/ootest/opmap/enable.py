@@ -224,7 +224,7 @@ def enable(
     newly = [(i, n) for i, n in ops if after.covers(n) and not before.covers(n)]
     rep = EnableReport(name, cfg, None, None, None, tuple(n for _, n in newly), notes=notes)
     if not newly:
-        matching = [n for _, n in ops if SupportSet.from_names([str(parsed)], "").covers(n)]
+        matching = [n for _, n in ops if SupportSet.from_names([str(parsed)], "").matches(n)]
         if not matching:
             # An op the op map never recorded (a typo, most often): one error with the
             # nearest recorded names, as every other op query says it, rather than a

@@ -100,6 +100,18 @@ def _ident(s: str) -> bool:
     return s.replace("_", "a").isalnum() and not s[0].isdigit()
 
 
+#: Note [Tensors made from Python data]: ``torch.tensor(data, device=...)`` copies
+#: the data onto the device below every dispatch mode, then calls
+#: ``aten::lift_fresh`` on the result, whose composite kernel returns its input.
+#: The op capture records that call (its dtypes, an example) as the trace of the
+#: copy: a test that makes a float64 tensor from a list meets the device's float64
+#: there, before any op, and may call no other op at all (``fliplr`` of a 0-d
+#: tensor raises in its composite kernel). No backend has a kernel for it, so every
+#: support rule covers it; its dtypes and its replay (the copy onto the device)
+#: decide.
+DATA_TRANSFER = frozenset({"aten::lift_fresh"})
+
+
 @dataclass(frozen=True)
 class SupportSet:
     """Which recorded overloads a backend declares it supports.
@@ -140,7 +152,12 @@ class SupportSet:
 
     def covers(self, recorded: str) -> bool:
         """Whether the recorded overload ``recorded`` (``ns::name[.overload]``, as
-        the index stores it) is supported (emu's rule)."""
+        the index stores it) is supported (emu's rule): one of the rules
+        ``matches`` it, or it needs no kernel (``DATA_TRANSFER``)."""
+        return recorded in DATA_TRANSFER or self.matches(recorded)
+
+    def matches(self, recorded: str) -> bool:
+        """Whether a rule of this set names ``recorded`` (the naming rule alone)."""
         if self.everything or recorded in self.overloads or recorded in self.always:
             return True
         packet = recorded.partition(".")[0]
@@ -150,7 +167,7 @@ class SupportSet:
         """The per-op dtype rules, each with the test of a recorded overload it
         applies to (the same naming rule as :meth:`covers`)."""
         return tuple(
-            (name, SupportSet.from_names([name], self.source).covers, dtypes)
+            (name, SupportSet.from_names([name], self.source).matches, dtypes)
             for name, dtypes in self.op_dtypes
         )
 

@@ -14,7 +14,9 @@ device with the same values, runs the op on both and compares with
   results are not defined by their inputs: seeded random ops, ``empty``...); or
   an error path: it raised on the CPU and on the device an exception of the
   CPU's class or a subclass (``NotImplementedError`` is a ``RuntimeError``), as a
-  test expecting it accepts (``"error_path": true``, both exceptions recorded);
+  test expecting it accepts (``"error_path": true``, both exceptions recorded, and
+  ``"same_message"``: whether the first lines agree; for a test that matches
+  messages, another message is a failure: Note [Tests that match messages]);
 - ``failed``: the op raised on the device (its exception type and first line;
   when the CPU raised too, an exception that is not of the CPU's class);
 - ``mismatch``: it returned something else (which result, greatest differences),

@@ -9,6 +9,7 @@ import pytest
 
 from ootest.plugin.keys import OUTCOME, item_node_id
 from ootest.plugin.variant import variant_from_item
+from ootest.record.messages import checks_messages
 from ootest.record.results import Appender
 
 if TYPE_CHECKING:
@@ -54,6 +55,11 @@ class VariantDump:
         for item in items:
             v = variant_from_item(item, core.keys.key(item.path), names)
             d = item.stash.get(OUTCOME, None)
+            obj = getattr(item, "obj", None)
+            try:
+                checks = checks_messages(getattr(obj, "__func__", obj), getattr(item, "cls", None))
+            except TypeError:  # an unhashable test object
+                checks = False
             self.out.write(
                 {
                     "kind": "variant",
@@ -68,6 +74,7 @@ class VariantDump:
                     "module": v.module,
                     "params": dict(v.params),
                     "device_variant": v.device_variant,
+                    "checks_messages": checks,  # Note [Tests that match messages]
                     "mode": d.mode if d is not None else None,
                     "reason": d.message if d is not None else None,
                 }

@@ -28,8 +28,14 @@ Note [Call examples] (ootest.device.calls): per variant and (op, dtypes as torch
 passed them), the first call and the largest one (elements on the device) are
 written down as ``example`` records, so ``ootest ops replay`` can run the same
 calls on another device before any test runs. The first is written before it
-runs; the largest, when it is not the first, when the test ends. Counting a
-call's elements is the only cost the hot path adds.
+runs; the largest, when it is not the first, when the test ends. So is the
+first call to end each other way (to return, or to raise an exception of a class
+not seen yet for that op and dtypes), when it ends: an error-path test calls
+``flip(0, 1, 1)`` (a ``RuntimeError``) then ``flip(3)`` (an ``IndexError``), and
+a device without the kernel raises ``NotImplementedError`` for both, which the
+first test accepts and the second does not; a test whose first call of an op
+raises may call it again to succeed. The replay must see each. Counting a call's
+elements and one set lookup per call are what the hot path adds.
 
 ``torch.compile``: the mode is switched off while Dynamo and AOT Autograd compile
 (``ignore_compile_internals``; otherwise every compiled test would fall back to
@@ -59,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ootest.device.calls import encode_call
+from ootest.opmap.names import DATA_TRANSFER
 from ootest.record.results import Appender
 
 if TYPE_CHECKING:
@@ -279,8 +286,8 @@ def _make_mode(capture: OpCapture) -> Any:
         """The composite kernel a call on the device runs, when the backend has none."""
         name = func.name()
         has = torch._C._dispatch_has_kernel_for_dispatch_key
-        if has(name, "PrivateUse1"):
-            return None
+        if has(name, "PrivateUse1") or name in DATA_TRANSFER:
+            return None  # Note [Tensors made from Python data]: recorded, not followed
         for k in ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd"):
             if has(name, k):
                 return getattr(keys, k)
@@ -301,6 +308,10 @@ def _make_mode(capture: OpCapture) -> Any:
             # is not the first call (written at the end, Note [Call examples])
             self.sizes: dict[tuple[Any, tuple[Any, ...]], int] = {}
             self.largest: dict[tuple[Any, tuple[Any, ...]], str] = {}
+            # (op, dtypes) and how a call of it ended (None: returned; else the
+            # exception class): one example each (Note [Call examples])
+            self.ends: set[tuple[tuple[Any, tuple[Any, ...]], Any]] = set()
+            self.ended_once: set[tuple[Any, tuple[Any, ...]]] = set()
 
         def largest_calls(self) -> list[tuple[str, str]]:
             return [(names[f], spec) for (f, _), spec in self.largest.items()]
@@ -360,13 +371,37 @@ def _make_mode(capture: OpCapture) -> Any:
                         spec = example(args, kwargs)
                         if spec is not None:
                             self.largest[call] = spec
+            else:
+                call = None
             try:
-                return func(*args, **kwargs)
+                out = func(*args, **kwargs)
             except Exception as e:
                 if self.stop[0] is None:  # the innermost op: the one whose kernel raised
                     name = names.get(func) or func.name()
                     self.stop = (name, type(e).__name__)
+                if call is not None:
+                    self.ended(call, type(e), args, kwargs)
                 raise
+            if call is not None and (call, None) not in self.ends:
+                self.ended(call, None, args, kwargs)
+            return out
+
+        def ended(
+            self, call: tuple[Any, tuple[Any, ...]], how: Any, args: Any, kwargs: dict[str, Any]
+        ) -> None:
+            """The first call of ``call`` to end this way (returned: ``how`` None, or
+            raised an exception of class ``how``) is written down as an example when
+            it is not the op's first call (already written; Note [Call examples])."""
+            if (call, how) in self.ends:
+                return
+            self.ends.add((call, how))
+            if call not in self.ended_once:
+                self.ended_once.add(call)
+                if self.counts[call] == 1:
+                    return  # the op's first call: its example is written already
+            spec = example(args, kwargs)
+            if spec is not None:
+                capture.example(names[call[0]], spec)
 
     mode: Any = Recording()
     mode.start()

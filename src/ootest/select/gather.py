@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ootest.errors import UserError
+from ootest.record.messages import MESSAGE_CHECKS
 from ootest.record.results import RunData
 from ootest.select.gates import gated
 from ootest.select.rules import Evidence, Result
@@ -36,6 +37,8 @@ class Candidate:
     dtypes: tuple[str, ...] = ()
     fingerprint: str = ""
     decorators: tuple[str, ...] = ()
+    #: its test matches exception messages (``MESSAGE_CHECKS``)
+    checks_messages: bool = False
 
 
 @dataclass
@@ -155,6 +158,15 @@ def from_memory(path: Path, only: Collection[str] | None = None) -> list[Candida
         decos: dict[str, tuple[str, ...]] = {}
         for key, text in tests:
             decos[str(key)] = tuple(d for d in str(text).splitlines() if d)
+        marks = ",".join("?" * len(MESSAGE_CHECKS))
+        strict = {
+            str(k)
+            for (k,) in con.execute(
+                "SELECT DISTINCT tests.key FROM refs JOIN tests ON tests.id = refs.test "
+                f"WHERE refs.name IN ({marks})",
+                [f"self.{n}" for n in MESSAGE_CHECKS],
+            )
+        }
         out = []
         for vid, dtypes, device_variant, fp in found:
             if not device_variant:
@@ -166,6 +178,7 @@ def from_memory(path: Path, only: Collection[str] | None = None) -> list[Candida
                     tuple(d for d in str(dtypes or "").split(",") if d),
                     str(fp or ""),
                     decos.get(vid.partition("[")[0], ()),
+                    vid.partition("[")[0] in strict,
                 )
             )
         return out
@@ -200,7 +213,8 @@ def gather(
         only = {c.variant_id for c in candidates}
         ops_of = _op_map(sources.ops, only)
         if sources.replay is not None:
-            replay = replayed(sources.ops, sources.replay, only)
+            strict = {c.variant_id for c in candidates if c.checks_messages}
+            replay = replayed(sources.ops, sources.replay, only, strict)
     elif sources.replay is not None:
         raise UserError(
             f"--replay {sources.replay}: the replayed calls are the op map's; pass --ops DB too"
@@ -336,8 +350,11 @@ def _op_map(path: Path, only: Collection[str] | None = None) -> dict[str, OpEvid
 
 #: One distinct recorded call in the replay: (op, the dtypes of its device tensors,
 #: whether it replayed as on the CPU, whether it raised alike (an error path), its
-#: recorded signature, its fault (status, op, what happened) or None).
-_Call = tuple[str, frozenset[str], bool, bool, str, "tuple[str, str, str] | None"]
+#: recorded signature, its fault (status, op, what happened) or None, and the fault
+#: it is for a test that matches exception messages when it raised alike with
+#: another message, else None).
+_Fault = tuple[str, str, str]
+_Call = tuple[str, frozenset[str], bool, bool, str, "_Fault | None", "_Fault | None"]
 
 
 @dataclass(frozen=True)
@@ -360,10 +377,17 @@ class Replayed:
         return frozenset((c[0], d) for c in self.calls for d in c[1])
 
 
-def replayed(ops: Path, replay: Path, only: Collection[str] | None = None) -> dict[str, Replayed]:
+def replayed(
+    ops: Path,
+    replay: Path,
+    only: Collection[str] | None = None,
+    strict: Container[str] = (),
+) -> dict[str, Replayed]:
     """Per variant with call examples, what the replay says of its calls.
 
-    A call is taken as working when its result is ``ok`` (an error path included);
+    A call is taken as working when its result is ``ok`` (an error path included,
+    unless the device's message differs from the CPU's and the variant is in
+    ``strict``, the variants whose tests match messages: then it failed);
     a call the replay has no result for (a stopped replay, ``complete: false``) is
     unknown: it lifts nothing and skips nothing. An op (or an op in a dtype) works
     when it has replayed calls, all working, and each dtype signature the op map
@@ -388,10 +412,19 @@ def replayed(ops: Path, replay: Path, only: Collection[str] | None = None) -> di
             sig = recorded_signature(call)
             dtypes = frozenset(d for d in sig.split(",") if d)
             raised = bool(r is not None and r.get("error_path"))
-            calls[key] = (op, dtypes, status == "ok", raised, sig, fault)
+            other = None
+            if raised and r is not None and r.get("same_message") is False:
+                dev, cpu = r.get("device_error"), r.get("cpu_error")
+                why = f"the test matches messages and the device's differs: {dev} (the CPU: {cpu})"
+                other = ("failed", op, why)
+            calls[key] = (op, dtypes, status == "ok", raised, sig, fault, other)
     out: dict[str, Replayed] = {}
     for vid, ks in keys.items():
         mine = tuple(calls[k] for k in ks if k in calls)
+        if vid in strict:
+            mine = tuple(
+                c if c[6] is None else (c[0], c[1], False, False, c[4], c[6], None) for c in mine
+            )
         by_op: dict[str, list[_Call]] = {}
         for c in mine:
             f = by_op.get(c[0])

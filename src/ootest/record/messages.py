@@ -1,0 +1,78 @@
+"""Whether a test matches exception messages: a fact of the variant record.
+
+Note [Tests that match messages]
+The replay counts a call that raises on the device as on the CPU (the device's
+exception of the CPU's class or a subclass) as working: a test expecting the
+exception passes (Note [Replaying calls]). Not when the test matches the
+message (``self.assertRaisesRegex(RuntimeError, "shape mismatch", ...)``) and
+the device says something else: a missing kernel's ``NotImplementedError``
+("Could not run 'aten::_index_put_impl_' ...") is a ``RuntimeError`` but not
+that message. Such a call counts as working only for a test that does not match
+messages (ootest.select.gather). Which tests do is read from their code, in the
+two places selection takes variants from: collection (``--ootest-variants``,
+``checks_messages`` on each variant; ``checks_messages`` below reads the
+compiled test function, its nested functions and lambdas, and the methods of its
+class it calls as ``self.X``, one level deep) and the repository memory (its
+``refs`` hold the ``self.X`` a test and its helpers use). A check made through a
+helper of another module is not seen: refinement corrects what slips through.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["MESSAGE_CHECKS", "checks_messages"]
+
+#: The ``unittest``/``TestCase`` methods (torch's included) that match a message.
+MESSAGE_CHECKS = (
+    "assertRaisesRegex",
+    "assertRaisesRegexp",
+    "assertWarnsRegex",
+    "assertWarnsOnceRegex",
+    "assertRaisesRegexWithHighlight",
+    "assertExpectedRaises",
+    "assertExpectedRaisesInline",
+)
+_CHECKS = frozenset(MESSAGE_CHECKS)
+_MAX_CODES = 200  # code objects walked per test: bounded for generated monsters
+
+
+def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    todo, n = [code], 0
+    while todo and n < _MAX_CODES:
+        c = todo.pop()
+        n += 1
+        yield c
+        todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+
+
+def _names(func: Any) -> set[str]:
+    code = getattr(inspect.unwrap(func), "__code__", None) if callable(func) else None
+    if not isinstance(code, types.CodeType):
+        return set()
+    return {n for c in _codes(code) for n in c.co_names}
+
+
+@functools.lru_cache(maxsize=4096)  # every dtype of a test shares its function
+def checks_messages(func: Any, owner: type | None = None) -> bool:
+    """Whether ``func`` (a test function, decorated or not) or a method of
+    ``owner`` it calls as ``self.X`` uses one of ``MESSAGE_CHECKS``."""
+    try:
+        names = _names(func)
+        if names & _CHECKS:
+            return True
+        if owner is None:
+            return False
+        for n in names:
+            member = inspect.getattr_static(owner, n, None)
+            if isinstance(member, (staticmethod, classmethod)):
+                member = member.__func__
+            if isinstance(member, types.FunctionType) and _names(member) & _CHECKS:
+                return True
+    except Exception:  # a hostile decorator's __wrapped__ cycle, an odd descriptor
+        return False
+    return False
