@@ -15,6 +15,13 @@ times ``pytest --collect-only`` in one run, alternating:
 
 Prints the best-of-N wall time of each and the ratios to the baseline
 (target for ootest: <= 1.05). Usage: python bench/collect_overhead.py [--repeat N]
+
+With ``$TORCH_ROOT/test/test_view_ops.py`` present (a real upstream file, kept
+out of git) and Torch Spyre's real config for it
+(``../shared/compat/torch-spyre/test_view_ops_config.yaml``, or ``--config``),
+``--real`` times that instead: plain collection of the file on emu against the
+plugin with the config, its plan cached and not (issue 28 item 18), cold (a fresh
+Python each run, as every run is) and warm (the plan cache filled).
 """
 
 from __future__ import annotations
@@ -88,7 +95,12 @@ def main() -> None:
         help="comma-separated substrings: time only the runs whose label has one "
         "(the baseline always runs)",
     )
+    ap.add_argument("--real", action="store_true", help="the real upstream file and config")
+    ap.add_argument("--config", type=Path, help="with --real: the config (Spyre's by default)")
     args = ap.parse_args()
+    if args.real:
+        real(args)
+        return
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(args.workdir or d)
         tmp.mkdir(parents=True, exist_ok=True)
@@ -235,6 +247,65 @@ def main() -> None:
                     f"{label:40s} {t:7.2f} {t / base:7.3f} {med:7.3f} {c:7.2f} {c / base_cpu:7.3f}"
                 )
         _drop_plan(tmp)
+
+
+def _table(runs: dict[str, list[str]], cwd: Path, env: dict[str, str], repeat: int) -> None:
+    """Best-of-``repeat`` wall and CPU time of each run, and the ratios to the
+    first (the baseline), rounds alternating the runs."""
+    best = {k: float("inf") for k in runs}
+    best_cpu = {k: float("inf") for k in runs}
+    paired: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(repeat):
+        round_base = None
+        for label, a in runs.items():
+            t, cpu, out = _pytest(a, cwd, env)
+            if out is None or out.startswith("FAILED"):
+                raise SystemExit(f"{label}: {out}")
+            best[label] = min(best[label], t)
+            best_cpu[label] = min(best_cpu[label], cpu)
+            round_base = round_base or t
+            paired[label].append(t / round_base)
+    first = next(iter(runs))
+    base, base_cpu = best[first], best_cpu[first]
+    head = ("best s", "ratio", "paired", "CPU s", "ratio")
+    print(f"{'run':40s} " + " ".join(f"{h:>7s}" for h in head))
+    for label, t in best.items():
+        med = statistics.median(paired[label])
+        c = best_cpu[label]
+        print(f"{label:40s} {t:7.2f} {t / base:7.3f} {med:7.3f} {c:7.2f} {c / base_cpu:7.3f}")
+
+
+def real(args: argparse.Namespace) -> None:
+    """Collection of real upstream test_view_ops.py on emu, plain and with Torch
+    Spyre's real config (module docstring)."""
+    torch_root = os.environ.get("TORCH_ROOT")
+    test = Path(torch_root or "/nonexistent") / "test" / "test_view_ops.py"
+    here = Path(__file__).resolve().parent.parent
+    cfg = args.config or here.parent / "shared/compat/torch-spyre/test_view_ops_config.yaml"
+    if not test.is_file() or not cfg.is_file():
+        raise SystemExit(f"--real needs $TORCH_ROOT/test/test_view_ops.py ({test}) and {cfg}")
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(args.workdir or d)
+        tmp.mkdir(parents=True, exist_ok=True)
+        (tmp / "bench_emu_loader.py").write_text(LOADER)
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(p for p in (str(tmp), os.environ.get("PYTHONPATH")) if p),
+            "OOTEST_CACHE_DIR": str(tmp / "cache"),
+        }
+        base = ["-p", "no:ootest", "-p", "bench_emu_loader", str(test)]
+        with_cfg = ["--ootest-config", str(cfg), "--ootest-device", "emu", str(test)]
+        _, _, out = _pytest(base, tmp, env)  # warm-up (the OS's file cache)
+        assert out is not None and not out.startswith("FAILED"), out
+        _, _, out = _pytest(with_cfg, tmp, env)  # fills the plan cache
+        assert out is not None and not out.startswith("FAILED"), out
+        print(f"{test.name} with {cfg.name}: {sum('::' in ln for ln in out.splitlines())} items")
+        runs = {
+            "baseline (plain pytest, emu)": base,
+            "ootest + Spyre config, cached plan": with_cfg,
+            "ootest + Spyre config, no cache": [*with_cfg, "--ootest-no-cache"],
+        }
+        _table(runs, tmp, env, args.repeat)
 
 
 def _drop_plan(tmp: Path) -> None:

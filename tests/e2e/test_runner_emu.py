@@ -485,3 +485,60 @@ def test_a_backend_that_starts_threads_is_never_forked(tmp_path: Path) -> None:
     again = ootest("run", "cfg.yaml", cwd=tmp_path)
     assert _emu_outcomes(tmp_path / ".ootest" / "results.jsonl")[0] == by
     assert "fork server: device 'mydev:emu' is not declared fork-safe" in again.stdout
+
+
+DTYPES_ONLY_FILE = """
+import sys
+
+import torch
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestPlain(TestCase):
+    @dtypes(torch.float32)
+    def test_fill(self, device, dtype):
+        pass
+
+    def test_databases(self, device):
+        loaded = {m.rpartition(".")[2] for m in sys.modules} & {
+            "common_methods_invocations", "common_modules"}
+        self.assertEqual(loaded, set())
+
+
+instantiate_device_type_tests(TestPlain, globals())
+"""
+
+DTYPES_ONLY_CONFIG = """
+test_suite_config:
+  device: emu:full
+  files:
+    - path: test_plain.py
+      unlisted_test_mode: mandatory_success
+      tests:
+        - names: [TestPlain::test_fill]
+          edits:
+            dtypes:
+              include: [{name: int64}]
+"""
+
+
+def test_a_dtype_include_imports_neither_op_database(tmp_path: Path) -> None:
+    """Issue 28 item 18: Torch Spyre's test_view_ops config includes dtypes only; the
+    injection imported common_modules and common_methods_invocations (0.5 s a
+    process) for files that use neither."""
+    (tmp_path / "test_plain.py").write_text(DTYPES_ONLY_FILE)
+    (tmp_path / "cfg.yaml").write_text(DTYPES_ONLY_CONFIG)
+    r = ootest("run", "cfg.yaml", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    lines = (tmp_path / ".ootest" / "results.jsonl").read_text().splitlines()
+    got = {
+        rec["variant_id"].split("::", 1)[1]: rec["outcome"]
+        for rec in map(json.loads, lines)
+        if rec["kind"] == "result"
+    }
+    assert got == {
+        "TestPlain::test_databases": "passed",
+        "TestPlain::test_fill[dtype=float32]": "passed",
+        "TestPlain::test_fill[dtype=int64]": "passed",  # still injected
+    }

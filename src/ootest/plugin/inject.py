@@ -11,7 +11,11 @@ so the parametrizers are wrapped, only when a config has such an include:
 - ``ops._parametrize_test`` and ``modules._parametrize_test`` get the extra
   OpInfos/ModuleInfos (looked up by name in ``op_db``/``module_db``; those
   databases are read, never changed) and the extra allowed dtypes for the
-  duration of one call, for the privateuse1 device class only;
+  duration of one call, for the privateuse1 device class only. ``op_db`` is
+  imported only to look up an included op, and ``common_modules`` (which imports
+  ``op_db`` too) only when an entry includes a module: a config that includes
+  dtypes alone (Torch Spyre's ``test_view_ops``) costs a file that uses neither
+  database nothing (0.5 s a process otherwise);
 - ``PrivateUse1TestBase._get_dtypes`` returns the ``@dtypes`` set plus the
   extra dtypes for the tests the config names.
 
@@ -99,6 +103,17 @@ class Injector:
                     return True
         return False
 
+    @property
+    def modules(self) -> bool:
+        """Whether an entry includes a ModuleInfo: only then is ``common_modules``
+        (and with it ``common_methods_invocations``, 0.5 s) imported and wrapped."""
+        for rf in self.cfg.files:
+            for entry, _ in rf.patterns:
+                e = entry.edits
+                if e is not None and e.modules is not None and e.modules.include:
+                    return True
+        return False
+
     def is_device(self, device_cls: Any) -> bool:
         return getattr(device_cls, "device_type", None) in ("privateuse1", self.backend)
 
@@ -161,10 +176,15 @@ def install(inj: Injector) -> Callable[[], None]:
     later session in the same process (pytester, an IDE runner) sees plain torch.
     """
     from torch.testing._internal import common_device_type as cdt
-    from torch.testing._internal import common_modules as cm
+
+    # common_modules imports op_db (0.5 s a process): a file that needs neither,
+    # under a config that injects no module, does not pay for it (issue 28 item 18)
+    cm: Any = None
+    if inj.modules:
+        from torch.testing._internal import common_modules as cm
 
     orig_ops: Any = cdt.ops._parametrize_test
-    orig_modules: Any = cm.modules._parametrize_test
+    orig_modules: Any = cm.modules._parametrize_test if cm is not None else None
     own_get_dtypes = vars(cdt.PrivateUse1TestBase).get("_get_dtypes")  # a torch that overrides it
     orig_get_dtypes: Any = (own_get_dtypes or vars(cdt.DeviceTypeTestBase)["_get_dtypes"]).__func__
 
@@ -196,12 +216,16 @@ def install(inj: Injector) -> Callable[[], None]:
         return parametrize
 
     def find_ops(extra: Extra) -> list[Any]:
+        if not extra.ops:  # a dtype include alone: op_db is not read
+            return []
         from torch.testing._internal.common_methods_invocations import op_db
 
         wanted = set(extra.ops)
         return [op for op in op_db if op.name in wanted or op.full_name in wanted]
 
     def find_modules(extra: Extra) -> list[Any]:
+        if not extra.modules:
+            return []
         wanted = set(extra.modules)
         return [m for m in cm.module_db if m.name in wanted]
 
@@ -247,7 +271,6 @@ def install(inj: Injector) -> Callable[[], None]:
             self.module_info_list, self.allowed_dtypes = saved
 
     ops_parametrize = extended(orig_ops, "op_list", find_ops, declared_ops)
-    modules_parametrize = extended(orig_modules, "module_info_list", find_modules, declared_modules)
     ops_parametrize.__ootest_injection__ = True
 
     def get_dtypes(cls: Any, test: Any) -> Any:
@@ -260,12 +283,15 @@ def install(inj: Injector) -> Callable[[], None]:
 
     get_dtypes.__ootest_injection__ = True  # type: ignore[attr-defined]
     setattr(cdt.ops, "_parametrize_test", ops_parametrize)  # noqa: B010
-    setattr(cm.modules, "_parametrize_test", modules_parametrize)  # noqa: B010
+    if cm is not None:
+        wrapped = extended(orig_modules, "module_info_list", find_modules, declared_modules)
+        setattr(cm.modules, "_parametrize_test", wrapped)  # noqa: B010
     setattr(cdt.PrivateUse1TestBase, "_get_dtypes", classmethod(get_dtypes))  # noqa: B010
 
     def uninstall() -> None:
         setattr(cdt.ops, "_parametrize_test", orig_ops)  # noqa: B010
-        setattr(cm.modules, "_parametrize_test", orig_modules)  # noqa: B010
+        if cm is not None:
+            setattr(cm.modules, "_parametrize_test", orig_modules)  # noqa: B010
         if own_get_dtypes is not None:
             setattr(cdt.PrivateUse1TestBase, "_get_dtypes", own_get_dtypes)  # noqa: B010
         else:
