@@ -177,3 +177,32 @@ def test_default_db_is_under_dot_ootest(tmp_path: Path) -> None:
     r = ootest("index", "build", "--root", str(root), "--static-only", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / ".ootest" / "memory.db").is_file()
+
+
+LAMBDAS = """
+import pytest
+
+
+@pytest.mark.parametrize("f", [lambda: 1, lambda: 2])
+def test_twice(f):
+    assert f()
+
+
+@pytest.mark.parametrize("shape", ["a,b", "a;b", "(2, 3)"])
+def test_shapes(shape):
+    pass
+"""
+
+
+def test_build_reports_ids_that_do_not_select_exactly_their_variant(tmp_path: Path) -> None:
+    """Note [Variant ID grammar]: two lambdas are both ``<lambda>``, ``a,b`` reads as
+    ``a;b``: a config naming one would reach the other; index build says so."""
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "test_ids.py").write_text(LAMBDAS)
+    r = ootest("index", "build", "--root", str(root), "--db", str(tmp_path / "m.db"),
+               "--no-torch-db")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = r.stdout + r.stderr
+    assert "2 variant IDs do not select exactly their variant as a config name" in out, out
+    assert "test_ids.py::test_twice[f=<lambda>]: 2 variants have this ID" in out

@@ -11,6 +11,26 @@ The bracket holds the variant's axes in a fixed order (op, dtype, module, then
 any other parametrized argument, sorted). Config names are written against the
 template class and method; a bracket filter addresses single variants.
 
+Note [Variant ID grammar]
+Every variant ID must be a config name that selects exactly its variant (a
+person copies IDs from reports, ``select audit`` and generated configs write
+them back)::
+
+    id     := file "::" [Class "::"] method ["[" axis ("," axis)* "]"]
+    axis   := key "=" value            (op, dtype, module, then params sorted)
+    value  := dtype ("," dtype)*       for dtype (a variant of several dtypes)
+            | text                     else: no "," "[" "]"; may be empty
+
+A parametrized value's text (``plugin/variant.py``) has ``,`` ``[`` ``]`` read as
+``;`` ``(`` ``)``, control characters and leading/trailing spaces as ``\\xNN``,
+and a text over 40 characters cut to 32 plus ``~`` and 6 hex digits of its
+digest. A part without ``=`` continues the value before it (Note [Dtype tuples
+in names]). What the grammar cannot make exact is reported, never silent:
+``inexact_ids`` finds the IDs that select another variant too (two lambdas both
+named ``<lambda>``, ``a,b`` and ``a;b``; ``op=norm``, which by the OpInfo-name rule
+also names ``norm.nuc``; ``dtype=float32`` next to a ``float32,float64`` tuple);
+collection writes ``id_exact: false`` on them and ``index build`` counts them.
+
 Names in configs (see docs/config.md, "Test names"):
 
 - ``Class::test_method`` / ``test_method``: the template method, or the
@@ -42,6 +62,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
@@ -261,7 +282,7 @@ class NamePattern:
                     # ','), so a part without '=' continues the value before it
                     pairs[-1] = (pairs[-1][0], f"{pairs[-1][1]},{key}")
                     continue
-                if not eq or not key or not value:
+                if not eq or not key:
                     if not (key or eq or value):
                         continue  # an empty part: "[op=add,]"
                     raise NameSyntaxError(
@@ -338,6 +359,53 @@ class NamePattern:
             elif key != "op" or value != v.op_name:
                 return False
         return True
+
+
+def inexact_ids(variants: Iterable[Variant]) -> dict[str, str]:
+    """The variants of one collection whose ID, used as a config name, does not
+    select exactly them (Note [Variant ID grammar]), each with why: it does not
+    parse or match back, another variant has the same ID, or it also selects
+    another variant of the test (``op=norm`` is the OpInfo ``norm`` and, by name,
+    ``norm.nuc``; ``dtype=float32`` is also in a ``dtype=float32,float64``
+    variant). Linear in the variants (no pairwise matching)."""
+    out: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    groups: dict[tuple[str, str], list[Variant]] = {}
+    for v in variants:
+        tid = v.test_id
+        seen[tid] = seen.get(tid, 0) + 1
+        groups.setdefault((v.cls, v.method), []).append(v)
+        try:
+            ok = NamePattern.parse(tid).matches(v)
+        except NameSyntaxError as e:
+            out[tid] = f"does not parse as a name: {e}"
+            continue
+        if not ok:
+            out[tid] = "does not select its own variant"
+    for tid, n in seen.items():
+        if n > 1:
+            out.setdefault(tid, f"{n} variants have this ID")
+    for group in groups.values():
+        by_name: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+        in_tuple: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+        for w in group:
+            if w.op is not None and w.op_name is not None and w.op_name != w.op:
+                by_name.add((w.op_name, _without(w.axes, "op")))
+            if len(w.dtypes) > 1:
+                rest = _without(w.axes, "dtype")
+                in_tuple.update((d, rest) for d in w.dtypes)
+        if not by_name and not in_tuple:
+            continue
+        for v in group:
+            if v.op is not None and (v.op, _without(v.axes, "op")) in by_name:
+                out.setdefault(v.test_id, f"op={v.op} also names the op's other variants")
+            if len(v.dtypes) == 1 and (v.dtypes[0], _without(v.axes, "dtype")) in in_tuple:
+                out.setdefault(v.test_id, f"dtype={v.dtypes[0]} is also in a dtype tuple")
+    return out
+
+
+def _without(axes: dict[str, str], key: str) -> tuple[tuple[str, str], ...]:
+    return tuple((k, v) for k, v in axes.items() if k != key)
 
 
 def reason_message(reason: str, issue: str | None, origin: str) -> str:

@@ -426,6 +426,18 @@ class _Builder:
         self.report.variants_added, self.report.variants_removed = c.added, c.removed
         self.report.variants_changed = c.changed
         self.report.rows_written += c.written
+        inexact = {
+            v.id: v.id_problem
+            for fc in results.values()
+            for v in fc.variants
+            if v.id_problem is not None
+        }
+        if inexact:  # Note [Variant ID grammar]
+            shown = "; ".join(f"{vid}: {why}" for vid, why in sorted(inexact.items())[:3])
+            self.report.warnings.append(
+                f"{len(inexact)} variant IDs do not select exactly their variant as a config "
+                f"name (a config naming one reaches others too), e.g. {shown}"
+            )
         if c.duplicates:
             self.report.warnings.append(
                 f"{c.duplicates} collected items share a variant ID with another item "

@@ -52,6 +52,9 @@ class VariantRecord:
     device_variant: bool = False
     mode: str | None = None
     reason: str | None = None
+    #: why its ID does not select exactly it as a config name (Note [Variant ID
+    #: grammar]); None: it does (or a collection from before the check)
+    id_problem: str | None = None
 
 
 @dataclass
@@ -280,4 +283,5 @@ def _variant(rec: dict[str, Any], plugin_key: str, key: str) -> VariantRecord:
         device_variant=bool(rec.get("device_variant")),
         mode=rec.get("mode"),
         reason=rec.get("reason"),
+        id_problem=None if rec.get("id_exact", True) else str(rec.get("id_problem") or "inexact"),
     )

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ootest.config.names import Variant, inexact_ids
 from ootest.plugin.keys import OUTCOME, item_node_id
 from ootest.plugin.variant import variant_from_item
 from ootest.record.messages import checks_messages
@@ -52,8 +53,14 @@ class VariantDump:
             return
         core = self.core
         names = frozenset({core.device.name} if core.device else ())
-        for item in items:
-            v = variant_from_item(item, core.keys.key(item.path), names)
+        found = [(item, variant_from_item(item, core.keys.key(item.path), names)) for item in items]
+        by_file: dict[str, list[Variant]] = {}
+        for _, v in found:
+            by_file.setdefault(v.file, []).append(v)
+        inexact: dict[str, str] = {}  # Note [Variant ID grammar]
+        for group in by_file.values():
+            inexact.update((f"{group[0].file}::{t}", why) for t, why in inexact_ids(group).items())
+        for item, v in found:
             d = item.stash.get(OUTCOME, None)
             obj = getattr(item, "obj", None)
             try:
@@ -75,6 +82,8 @@ class VariantDump:
                     "params": dict(v.params),
                     "device_variant": v.device_variant,
                     "checks_messages": checks,  # Note [Tests that match messages]
+                    "id_exact": v.variant_id not in inexact,
+                    **({"id_problem": inexact[v.variant_id]} if v.variant_id in inexact else {}),
                     "mode": d.mode if d is not None else None,
                     "reason": d.message if d is not None else None,
                 }

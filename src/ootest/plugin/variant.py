@@ -10,6 +10,8 @@ to every instantiated test. Nothing here imports torch.
 from __future__ import annotations
 
 import functools
+import hashlib
+import re
 from typing import Any
 
 import pytest
@@ -57,10 +59,22 @@ def _dtype_name(d: Any) -> str:
     return str(d).removeprefix("torch.")
 
 
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f]|^\s+|\s+$")
+
+
 def _short(v: Any) -> str:
+    """A parametrized value as it stands in a variant ID (Note [Variant ID grammar]
+    in config/names.py): its name or text with ``,`` ``[`` ``]`` read as ``;`` ``(``
+    ``)``, control characters and edge spaces as ``\\xNN``, and a long text cut at
+    32 characters with a digest of the whole (``~1a2b3c``), so two long values
+    that share their start keep two IDs."""
     text = getattr(v, "__name__", None) or str(v)
     text = text.replace(",", ";").replace("]", ")").replace("[", "(")
-    return text if len(text) <= 40 else text[:37] + "..."
+    if _UNSAFE.search(text):
+        text = _UNSAFE.sub(lambda m: "".join(f"\\x{ord(c):02x}" for c in m.group()), text)
+    if len(text) <= 40:
+        return text
+    return f"{text[:32]}~{hashlib.sha1(text.encode('utf-8', 'replace')).hexdigest()[:6]}"
 
 
 @IdentityMemo  # OpInfos are not hashable
