@@ -12,13 +12,17 @@ FORBIDDEN = {
     "record": {"plugin", "runner", "cli", "config", "relay", "device"},
     "plugin": {"runner", "cli"},
     "runner": {"plugin", "cli"},
-    "config": {"plugin", "runner", "cli"},
-    "relay": {"plugin", "cli"},
+    "config": {"plugin", "runner", "cli", "opmap", "select", "memory", "model"},
+    "relay": {"plugin", "cli", "select"},
     "model": {"plugin", "runner", "cli", "select", "opmap", "memory"},
     "opmap": {"plugin", "runner", "cli", "select", "memory"},
     "select": {"plugin", "runner", "cli"},
     "memory": {"plugin", "runner", "cli", "device", "select", "opmap"},
+    "device": {"plugin", "runner", "cli", "select", "opmap", "memory", "relay", "config"},
 }
+
+#: modules every package may use: they import no ootest package but errors
+FLOOR = ("errors", "atomic", "cache", "timeout", "memo", "llm", "htmlpage", "version", "opname")
 
 
 def _imports(path: Path) -> set[str]:
@@ -45,6 +49,17 @@ def test_packages_import_only_what_the_layout_allows() -> None:
         if "cli" not in path.relative_to(SRC).parts:
             found = [m for m in _imports(path) if "cli" in m.split(".")]
             bad += [f"{path.relative_to(SRC)} imports {m}" for m in found]
+    assert bad == []
+
+
+def test_the_ground_floor_imports_nothing_above_it() -> None:
+    """docs/architecture.md: floor 0 imports no ootest package but ``errors``."""
+    bad: list[str] = []
+    for name in FLOOR:
+        path = SRC / f"{name}.py"
+        for mod in _imports(path):
+            if mod.split(".")[1] not in ("errors", name):
+                bad.append(f"{name}.py imports {mod}")
     assert bad == []
 
 

@@ -131,7 +131,7 @@ def _mismatch(
     vid: str, dtype: str, abs_diff: float, rel: float
 ) -> tuple[Evidence, dict[str, object]]:
     rec = {"outcome": "failed", "message": _close(abs_diff, rel), "where": "x.py:1"}
-    from ootest.select.signature import signature
+    from ootest.record.signature import signature
 
     sig = signature(rec)
     ev = Evidence(vid, dtypes=(dtype,), ops=("aten::exp",),

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ootest.errors import UserError
+from ootest.record.signature import signature
 from ootest.select.rules import Evidence, Result, decide
-from ootest.select.signature import signature
 from ootest.select.writer import Placed, render, split_id
 
 

@@ -676,7 +676,7 @@ class SelectorItem(_Strict):
     def _op_names(cls, v: Any) -> Any:
         # One message for the two accepted shapes (not one per union member).
         from ootest.errors import UserError
-        from ootest.opmap.names import parse_op
+        from ootest.opname import parse_op
 
         if v is None or isinstance(v, bool):
             return v

@@ -47,6 +47,7 @@ __all__ = [
     "env_roots",
     "file_arg",
     "node_id",
+    "reference_id",
     "template_roots",
 ]
 
@@ -188,3 +189,16 @@ def backend_module(device: str) -> str | None:
         return "ootest.device.emu"
     mod, sep, _ = text.partition(":")
     return (mod.strip() or None) if sep else None
+
+
+_DEVICE_AXIS = re.compile(r"(?:^|,)device=[^,\]]*")
+
+
+def reference_id(variant_id: str) -> str:
+    """The device variant a CPU-reference variant stands for: its ID without the
+    ``device=cpu`` axis (Note [Canonical variant IDs])."""
+    if "[" not in variant_id:
+        return variant_id
+    head, _, body = variant_id.partition("[")
+    body = _DEVICE_AXIS.sub("", body[:-1]).lstrip(",")
+    return f"{head}[{body}]" if body else head

@@ -74,11 +74,10 @@ from pathlib import Path
 from typing import Any
 
 from ootest.errors import UserError
-from ootest.record.identity import backend_module, backend_name
+from ootest.record.identity import backend_module, backend_name, reference_id
 from ootest.record.results import XPASSED_STRICT, Record, RunData, headline, read_records
+from ootest.record.signature import signature
 from ootest.relay import names
-from ootest.select.gather import reference_id
-from ootest.select.signature import signature
 
 SCHEMA_VERSION = 1
 CATEGORIES = ("upstream", "backend", "infra", "flake", "unknown")

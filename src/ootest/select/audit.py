@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ootest.errors import UserError
-from ootest.select.signature import signature
+from ootest.record.signature import signature
 from ootest.select.writer import split_id
 
 #: The two-sided 95% quantile of the standard normal distribution.

@@ -10,7 +10,6 @@ here imports torch.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Collection, Container, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -19,16 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ootest.errors import UserError
+from ootest.record.identity import reference_id
 from ootest.record.messages import MESSAGE_CHECKS
 from ootest.record.results import RunData
+from ootest.record.signature import signature
 from ootest.select.gates import gated
 from ootest.select.rules import Evidence, Result
-from ootest.select.signature import signature
 
 if TYPE_CHECKING:
     from ootest.memory import IndexDiff
-
-_DEVICE_AXIS = re.compile(r"(?:^|,)device=[^,\]]*")
 
 
 @dataclass
@@ -59,16 +57,6 @@ class Sources:
     reference: list[Path] = field(default_factory=list)  # CPU reference results
     results: list[Path] = field(default_factory=list)  # device results, oldest first
     replay: Path | None = None  # ``ootest ops replay`` of the op map's calls
-
-
-def reference_id(variant_id: str) -> str:
-    """The device variant a CPU-reference variant stands for: its ID without the
-    ``device=cpu`` axis (Note [Canonical variant IDs])."""
-    if "[" not in variant_id:
-        return variant_id
-    head, _, body = variant_id.partition("[")
-    body = _DEVICE_AXIS.sub("", body[:-1]).lstrip(",")
-    return f"{head}[{body}]" if body else head
 
 
 def _memory(path: Path) -> sqlite3.Connection:

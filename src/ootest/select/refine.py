@@ -45,8 +45,8 @@ from typing import Any
 from ootest.errors import UserError
 from ootest.record.decisions import sidecar_path as sidecar_path
 from ootest.record.results import RunData
+from ootest.record.signature import signature
 from ootest.select.rules import Decision, Evidence, Result, decide, promotable
-from ootest.select.signature import signature
 from ootest.select.writer import TAG, Precision
 
 _CLOSE = re.compile(r"Tensor-likes are not close")
