@@ -63,6 +63,17 @@ def test_the_ground_floor_imports_nothing_above_it() -> None:
     assert bad == []
 
 
+def test_no_small_plugin_imports_the_core() -> None:
+    """Issue 25 item 2: the core registers the small plugins; they read it through
+    the ``keys.Core`` protocol and stash keys, never by importing it."""
+    users = sorted(
+        str(p.relative_to(SRC))
+        for p in (SRC / "plugin").glob("*.py")
+        if any(m.startswith("ootest.plugin._core") for m in _imports(p))
+    )
+    assert users == ["plugin/__init__.py"]
+
+
 def test_the_check_sees_a_forbidden_import(tmp_path: Path) -> None:
     f = tmp_path / "x.py"
     f.write_text("def f():\n    from ootest.runner.supervise import Supervisor\n")

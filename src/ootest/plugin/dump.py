@@ -14,7 +14,7 @@ from ootest.record.messages import checks_messages
 from ootest.record.results import Appender
 
 if TYPE_CHECKING:
-    from ootest.plugin._core import OotestPlugin
+    from ootest.plugin.keys import Core
 
 __all__ = ["VariantDump"]
 
@@ -25,7 +25,7 @@ class VariantDump:
     enumerates variants with it, test bodies never run), and every file that could
     not be collected with its error."""
 
-    def __init__(self, path: Path, core: OotestPlugin) -> None:
+    def __init__(self, path: Path, core: Core) -> None:
         self.path, self.core = path, core
         self.out: Appender | None = None
 

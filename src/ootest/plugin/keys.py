@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -19,11 +19,15 @@ from ootest.plugin.plan import Facts
 from ootest.record.crash import worker_id
 from ootest.record.identity import FileKeys, node_id
 
+if TYPE_CHECKING:
+    from ootest.device.activate import DeviceSpec
+
 __all__ = [
     "COLLECTION",
     "FACTS",
     "OUTCOME",
     "Collection",
+    "Core",
     "FileStats",
     "is_controller",
     "is_worker",
@@ -33,6 +37,20 @@ __all__ = [
     "variant_id",
     "worker",
 ]
+
+
+class Core(Protocol):
+    """What the small plugins (variant dump, op capture) read of the core plugin:
+    the device under test and the file keys. They take it as this protocol, so
+    none of them imports the core, which registers them (as pytest's own plugins
+    talk through hooks and stash keys)."""
+
+    @property
+    def device(self) -> DeviceSpec | None: ...
+
+    @property
+    def keys(self) -> FileKeys: ...
+
 
 #: The variant's identity and facts (every collected item).
 FACTS = pytest.StashKey[Facts]()

@@ -69,7 +69,7 @@ from ootest.opmap.names import DATA_TRANSFER
 from ootest.record.results import Appender
 
 if TYPE_CHECKING:
-    from ootest.plugin._core import OotestPlugin
+    from ootest.plugin.keys import Core
 
 _BRANCH = re.compile(
     r"\bdevice_type\b|\bself\.device\b|\bdevice\s*(?:==|!=)|['\"](?:cuda|cpu|xpu|mps)['\"]\s*(?:in|==|!=)"
@@ -96,7 +96,7 @@ def _graph_op_name(ns: str, name: str, overload: str) -> str:
 class OpCapture:
     """The pytest side of the op map: streams each variant's ops (Note [Op capture])."""
 
-    def __init__(self, path: Path, core: OotestPlugin) -> None:
+    def __init__(self, path: Path, core: Core) -> None:
         self.path, self.core = path, core
         self.out: Appender | None = None
         self.mode: Any = None
