@@ -40,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from ootest.opmap.ingest import ingest_files  # noqa: E402
 from ootest.opmap.missing import missing  # noqa: E402
 from ootest.opmap.names import SupportSet  # noqa: E402
 from ootest.opmap.store import OpStore  # noqa: E402
@@ -141,7 +142,7 @@ def build(cap: Path, db: Path, args: argparse.Namespace, vocab: list[str]) -> No
             json.loads(line)
     parse_only = time.perf_counter() - t
     store = OpStore.open(db, create=True)
-    rep = store.ingest_files([cap])
+    rep = ingest_files(store, [cap])
     store.close()
     size = db.stat().st_size + sum(p.stat().st_size for p in (Path(f"{db}-wal"),) if p.exists())
     edges = rep.edges

@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from ootest.device.calls import example_key  # noqa: E402
+from ootest.opmap.ingest import ingest_records  # noqa: E402
 from ootest.opmap.replay import Replay, write_replay  # noqa: E402
 from ootest.opmap.store import OpStore  # noqa: E402
 from ootest.select.gather import _op_map, replay_faults  # noqa: E402
@@ -74,7 +75,7 @@ def main() -> int:
         db, out = Path(tmp) / "ops.db", Path(tmp) / "replay.jsonl"
         t = time.process_time()
         with OpStore.open(db, create=True) as store:
-            store.ingest_records(recs, source="synthetic")
+            ingest_records(store, recs, source="synthetic")
         ingest = time.process_time() - t
         rep = Replay({"kind": "replay"})
         for i, (op, call) in enumerate(pool):

@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from index_build import DTYPES, OPS, generate, source, synthetic
 
 from ootest.memory import BuildOptions, build_index
+from ootest.opmap.ingest import ingest_records
 from ootest.opmap.store import OpStore
 
 SUPPORTED_OPS = [o for o in OPS if o not in ("cumsum", "matmul", "sin")] + ["sum", "ones"]
@@ -97,7 +98,7 @@ def capture(db: Path, n_files: int) -> None:
                 recs.append(_ops(vid, key, {"aten::ones": 1, "aten::add.Tensor": 1}))
                 recs.append(_stop(vid))
     with OpStore.open(db, create=True) as store:
-        store.ingest_records(recs, source="bench")
+        ingest_records(store, recs, source="bench")
 
 
 def _ops(vid: str, key: str, ops: dict[str, int]) -> dict[str, object]:

@@ -74,6 +74,11 @@ def test_no_small_plugin_imports_the_core() -> None:
     assert users == ["plugin/__init__.py"]
 
 
+def test_the_op_map_store_does_not_know_how_it_is_filled() -> None:
+    """Issue 25 item 2: opmap/ingest.py fills the store; the store never imports it."""
+    assert not [m for m in _imports(SRC / "opmap" / "store.py") if "ingest" in m]
+
+
 def test_the_check_sees_a_forbidden_import(tmp_path: Path) -> None:
     f = tmp_path / "x.py"
     f.write_text("def f():\n    from ootest.runner.supervise import Supervisor\n")

@@ -9,6 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ootest.opmap.ingest import ingest_files
 from tests.conftest import run
 
 UPSTREAM = """
@@ -258,7 +259,7 @@ def test_capture_records_the_dtypes_each_call_saw(tmp_path: Path) -> None:
     from ootest.opmap.store import OpStore
 
     with OpStore.open(tmp_path / "ops.db", create=True) as s:
-        s.ingest_files([cap])
+        ingest_files(s, [cap])
         pairs = s.call_dtypes()[vid]
     assert ("aten::mm", "int64") in pairs and ("aten::mm", "float32") in pairs
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from ootest.opmap.ingest import ingest_records
 from ootest.opmap.store import OpStore
 
 PROV = {
@@ -101,7 +102,7 @@ def make_index(tmp_path: Path) -> Any:
     def make(records: list[dict[str, Any]], name: str = "ops.db") -> Path:
         db = tmp_path / name
         with OpStore.open(db, create=True) as store:
-            store.ingest_records(records, source="test")
+            ingest_records(store, records, source="test")
         return db
 
     return make

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from ootest.errors import UserError
+from ootest.opmap.ingest import ingest_files, ingest_records, merge_indexes
 from ootest.opmap.store import OpStore
 
 from .conftest import PROV, SUITE, A, B, C, D, dump, ops, prov, stop, write_capture
@@ -109,14 +110,14 @@ def test_truncated_last_line_is_ignored_and_reported(tmp_path: Path) -> None:
         tmp_path / "c.jsonl", [PROV, ops(A, {"aten::add.Tensor": 1})], '{"kind": "op'
     )
     with OpStore.open(tmp_path / "x.db", create=True) as s:
-        rep = s.ingest_files([cap])
+        rep = ingest_files(s, [cap])
         assert (rep.truncated, rep.records, rep.edges) == ([str(cap)], 2, 1)
 
 
 def test_damaged_middle_line_is_an_error(tmp_path: Path) -> None:
     cap = write_capture(tmp_path / "c.jsonl", [PROV], '{"kind": "ops", \n' + '{"kind":"stop"}\n')
     with OpStore.open(tmp_path / "x.db", create=True) as s, pytest.raises(UserError) as e:
-        s.ingest_files([cap])
+        ingest_files(s, [cap])
     assert str(e.value).startswith(
         f'{cap}:2: expected a JSON object (a capture record); found \'{{"kind": "ops",\''
     )
@@ -170,7 +171,7 @@ def test_damaged_middle_line_is_an_error(tmp_path: Path) -> None:
 )
 def test_bad_records_are_user_errors(tmp_path: Path, records: list[Any], message: str) -> None:
     with OpStore.open(tmp_path / "x.db", create=True) as s, pytest.raises(UserError) as e:
-        s.ingest_records(records, source="test")
+        ingest_records(s, records, source="test")
     assert str(e.value) == message
     with OpStore.open(tmp_path / "x.db") as s:  # the failed ingest left nothing behind
         assert s.stats().variants == 0
@@ -180,7 +181,7 @@ def test_reingesting_a_capture_changes_nothing(make_index: Any, tmp_path: Path) 
     db = make_index(SUITE)
     before = dump(db)
     with OpStore.open(db) as s:
-        s.ingest_records(SUITE, source="again")
+        ingest_records(s, SUITE, source="again")
         assert len(s.captures()) == 1
     assert dump(db) == before
 
@@ -228,14 +229,14 @@ def test_merging_shards_gives_the_rows_of_one_capture(make_index: Any, tmp_path:
     b = make_index([PROV, *shard2], "b.db")
     merged = tmp_path / "merged.db"
     with OpStore.open(merged, create=True) as s:
-        rep = s.merge([a, b])
+        rep = merge_indexes(s, [a, b])
     assert rep.captures == [1] and rep.edges == 13
     assert dump(merged) == dump(whole)
     # shards with their own provenance (a time each): the same rows, one capture per shard
     b2 = make_index([prov(time=5.0), *shard2], "b2.db")
     merged2 = tmp_path / "merged2.db"
     with OpStore.open(merged2, create=True) as s:
-        s.merge([a, b2])
+        merge_indexes(s, [a, b2])
         assert len(s.captures()) == 2
     left, right = dump(merged2), dump(whole)
     for key in ("variants", "ops", "edges", "postings"):
@@ -247,7 +248,7 @@ def test_merge_into_an_index_with_other_ids(make_index: Any, tmp_path: Path) -> 
     target = make_index([prov(time=9.0), ops(D, {"aten::zeros": 1}), stop(D)], "t.db")
     src = make_index(SUITE, "s.db")
     with OpStore.open(target) as s:
-        s.merge([src])
+        merge_indexes(s, [src])
         assert ids(s.tests_for("zeros")) == [D]
         assert ids(s.tests_for("add")) == [A, B]
         assert ids(s.tests_for("empty_strided")) == [D, A, C, B]
@@ -339,7 +340,7 @@ def test_reingesting_signatures_changes_nothing(make_index: Any, tmp_path: Path)
     db = make_index(SIGNED)
     with OpStore.open(db) as s:
         before = s.call_dtypes()
-        s.ingest_records(SIGNED, source="again")
+        ingest_records(s, SIGNED, source="again")
         assert s.call_dtypes() == before
         assert s.connection.execute("SELECT count(*) FROM call_sig").fetchone() == (3,)
 
@@ -369,7 +370,7 @@ def test_a_schema_1_index_is_upgraded_in_place(make_index: Any) -> None:
         assert s.connection.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (
             "3",
         )
-        s.ingest_records([prov(time=7.0), *SIGNED[1:]], source="new")
+        ingest_records(s, [prov(time=7.0), *SIGNED[1:]], source="new")
         assert s.call_dtypes()[INT_MM][1] == ("aten::mm", "float32")
     after = dump(db)
     for key in ("ops", "edges", "variant_capture", "postings"):  # no data lost
@@ -382,7 +383,7 @@ def test_merge_keeps_signatures(make_index: Any, tmp_path: Path) -> None:
     src = make_index([prov(time=3.0), *SIGNED[1:]], "s.db")
     other = make_index([prov(time=4.0), sigs(INT_MM, "aten::mm", "bool"), stop(INT_MM)], "o.db")
     with OpStore.open(target) as s:
-        s.merge([src, other])
+        merge_indexes(s, [src, other])
         got = s.call_dtypes()
         assert s.call_dtypes([INT_MM]) == got  # looked up by ID: 1 of 5 variants
         assert s.call_dtypes([A]) == {}
@@ -423,7 +424,7 @@ def test_call_examples_are_stored_once_and_per_variant(make_index: Any) -> None:
         assert s.examples() == sorted([(small, "aten::exp", SMALL), (big, "aten::exp", BIG)])
         assert s.example_keys() == {A: tuple(sorted((small, big))), B: (small,)}
         assert s.example_keys([B]) == {B: (small,)}
-        s.ingest_records([prov(time=9.0), *EXAMPLES[1:]], source="again")  # a second capture
+        ingest_records(s, [prov(time=9.0), *EXAMPLES[1:]], source="again")  # a second capture
         assert len(s.examples()) == 2
         assert s.connection.execute("SELECT count(*) FROM call_example").fetchone() == (3,)
 
@@ -434,7 +435,7 @@ def test_merge_keeps_call_examples(make_index: Any) -> None:
     with OpStore.open(src) as s:
         want = (s.examples(), s.example_keys())
     with OpStore.open(target) as s:
-        s.merge([src])
+        merge_indexes(s, [src])
         assert (s.examples(), s.example_keys()) == want
 
 
@@ -444,7 +445,7 @@ def test_a_schema_2_index_is_upgraded_in_place(make_index: Any) -> None:
     with OpStore.open(db) as s:
         assert s.examples() == [] and s.example_keys() == {}
         assert s.call_dtypes()[INT_MM]  # what schema 2 held is still there
-        s.ingest_records([prov(time=8.0), *EXAMPLES[1:]], source="new")
+        ingest_records(s, [prov(time=8.0), *EXAMPLES[1:]], source="new")
         assert set(s.example_keys()) == {A, B}
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from ootest.opmap.ingest import ingest_records
 from ootest.opmap.missing import blocked
 from ootest.opmap.store import OpStore
 from ootest.opmap.support import from_config
@@ -61,7 +62,7 @@ test_suite_config:
 def suite(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makepyfile(test_mod=TESTS)
     with OpStore.open(pytester.path / "ops.db", create=True) as store:
-        store.ingest_records(CERTAIN, source="hand-made")
+        ingest_records(store, CERTAIN, source="hand-made")
     return pytester
 
 

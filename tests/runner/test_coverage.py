@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from ootest.cli.main import main
+from ootest.opmap.ingest import ingest_records
 from ootest.opmap.store import OpStore
 from ootest.record.results import RunData
 from ootest.runner.coverage import coverage, load_op_map
@@ -49,7 +50,7 @@ def _op_map(path: Path) -> Path:
         recs.append({"kind": "stop", "variant_id": vid, "op": None, "outcome": "passed",
                      "error": None})  # fmt: skip
     with OpStore.open(path, create=True) as s:
-        s.ingest_records(recs, source="test")
+        ingest_records(s, recs, source="test")
     return path
 
 
@@ -197,7 +198,7 @@ def test_html_report_escapes_every_test_derived_text(tmp_path: Path) -> None:
             "nodeid": "x", "file": "test/test_x.py", "mode": "eager",
             "ops": {"aten::sort": 1}}]  # fmt: skip
     with OpStore.open(db, create=True) as s:
-        s.ingest_records(recs, source="t")
+        ingest_records(s, recs, source="t")
     data = _hostile_run()
     page = html_report(data, "<title>" + HOSTILE, coverage=coverage(data, *load_op_map(db)))
     assert "<script>alert" not in page and "<!-- -->" not in page and "\u202e" not in page

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ootest.config.decide import Decision
+from ootest.opmap.ingest import ingest_records
 from ootest.plugin.explain import explain
 from ootest.record.decisions import NOT_DECIDED, Sidecar, reason_key, sidecar_path
 from ootest.record.results import RunData
@@ -164,7 +165,7 @@ def test_a_config_with_an_op_map_gets_op_coverage_in_its_report(generated: Path)
             recs.append({"kind": "ops", "variant_id": vid, "nodeid": vid, "file": "test_gen.py",
                          "mode": "eager", "ops": {f"aten::{op}": 1}})  # fmt: skip
     with OpStore.open(generated / "ops.db", create=True) as s:
-        s.ingest_records(recs, source="t")
+        ingest_records(s, recs, source="t")
     text = (generated / "suite.yaml").read_text()
     (generated / "suite.yaml").write_text(
         text.replace("test_suite_config:\n", "test_suite_config:\n  op_map: ops.db\n")

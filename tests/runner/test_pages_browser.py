@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ootest.opmap.ingest import ingest_records
 from ootest.record.results import RunData
 from ootest.runner.coverage import coverage, load_op_map
 from ootest.runner.render import html_report
@@ -85,7 +86,7 @@ def _op_map(db: Path) -> Path:
         recs.append({"kind": "ops", "variant_id": vid, "nodeid": vid,
                      "file": "test/test_ops.py", "mode": "eager", "ops": ops})  # fmt: skip
     with OpStore.open(db, create=True) as s:
-        s.ingest_records(recs, source="t")
+        ingest_records(s, recs, source="t")
     return db
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ootest.opmap.ingest import ingest_records
 from tests.device.fake_backend import fake_backend
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +97,7 @@ def _inputs(tmp_path: Path, detected: dict[str, object] = _DETECTED) -> None:
         lines.append({"kind": "variant", "variant_id": vid, "device_variant": True,
                       "dtypes": [dtype]})  # fmt: skip
     with OpStore.open(tmp_path / "ops.db", create=True) as s:
-        s.ingest_records(recs, source="test")
+        ingest_records(s, recs, source="test")
     (tmp_path / "v.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     (tmp_path / "det.json").write_text(json.dumps(detected))
 

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ootest.opmap.ingest import ingest_records
 from ootest.select.gather import Candidate, Sources, Support, gather
 from ootest.select.rules import MODES, Evidence, Result, decide
 from tests.conftest import ROOT
@@ -83,7 +84,7 @@ def _world(
         recs.append({"kind": "stop", "variant_id": vid, "outcome": "passed"})
     db, out = folder / "ops.db", folder / "replay.jsonl"
     with OpStore.open(db, create=True) as s:
-        s.ingest_records(recs, source="test")
+        ingest_records(s, recs, source="test")
     write_replay(out, rep)
     return db, out
 
@@ -194,7 +195,7 @@ def test_a_new_replay_that_lifts_a_dtype_re_decides_its_variant(
         key = example_key(op, call)
         rep.results[key] = {"kind": "call", "key": key, "op": op, "status": "ok"}
     with OpStore.open(work / "ops.db") as s:
-        s.ingest_records(recs, source="more")
+        ingest_records(s, recs, source="more")
     write_replay(work / "r.jsonl", rep)
     since = ["select", "run", "--since", "old.db", "--memory", "old.db", "--config", "suite.yaml"]
     rc, _, err = cli(capsys, *since, "--supported", "sup.txt", "--dtypes", "float32,float16",

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ootest.cli.main import main
+from ootest.opmap.ingest import ingest_records
 from ootest.select.refine import refine_one
 from ootest.select.rules import Evidence, Result
 
@@ -49,7 +50,7 @@ def _certain_ops(vids: list[str]) -> None:
             {"kind": "stop", "variant_id": vid, "outcome": "passed"},
         ]
     with OpStore.open(Path("ops.db"), create=True) as store:
-        store.ingest_records(recs, source="test")
+        ingest_records(store, recs, source="test")
 
 
 # ------------------------------------------------ item 8: passes override static skips

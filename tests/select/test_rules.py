@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ootest.errors import UserError
+from ootest.opmap.ingest import ingest_records
 from ootest.record.signature import signature
 from ootest.select.rules import Evidence, Result, decide
 from ootest.select.writer import Placed, render, split_id
@@ -147,7 +148,7 @@ def _signed_index(db: Path, signed: bool = True) -> Path:
             ]
         recs.append({"kind": "stop", "variant_id": vid, "outcome": "passed"})
     with OpStore.open(db, create=True) as s:
-        s.ingest_records(recs, source="test")
+        ingest_records(s, recs, source="test")
     return db
 
 
@@ -336,7 +337,7 @@ def test_an_undeclared_op_whose_calls_replayed_ok_counts_as_supported(tmp_path: 
         ]
     db = tmp_path / "ops.db"
     with OpStore.open(db, create=True) as s:
-        s.ingest_records(recs, source="test")
+        ingest_records(s, recs, source="test")
     rep = Replay({"kind": "replay", "device": "emu:young"})
     for op, status in (("aten::detach", "ok"), ("aten::cumsum", "failed")):
         key = example_key(op, call)

@@ -22,6 +22,7 @@ from ootest.config.load import load_config
 from ootest.config.when import Context
 from ootest.errors import UserError
 from ootest.opmap.enable import variant_from_id
+from ootest.opmap.ingest import ingest_records
 from ootest.select.patch import patch
 from ootest.select.rules import Decision
 from tests.select import suites
@@ -716,7 +717,8 @@ def test_a_new_replay_re_decides_the_variants_whose_calls_it_judges_otherwise(
     beta = "test/test_beta.py::TestBeta::test_add[dtype=float32]"
     call = '{"args":[{"T":"float32","dev":true,"shape":[300]}],"kwargs":{}}'
     with OpStore.open(work / "ops.db") as s:
-        s.ingest_records(
+        ingest_records(
+            s,
             [
                 {"kind": "provenance", "torch_version": "2.13.0", "device": "emu", "time": 5.0},
                 {"kind": "example", "variant_id": beta, "op": "aten::add.Tensor", "call": call},

@@ -19,6 +19,7 @@ from typing import Any
 
 from ootest.cache import OPS_DB
 from ootest.errors import UserError
+from ootest.opmap.ingest import ingest_records
 from ootest.timeout import check_timeout
 
 
@@ -100,7 +101,7 @@ def capture(args: argparse.Namespace) -> int:
         )
     extra = _stops_of_crashes(stream, data.results.values())
     with OpStore.open(args.db, create=True) as store:
-        rep = store.ingest_records(_records(stream, extra), source=str(stream))
+        rep = ingest_records(store, _records(stream, extra), source=str(stream))
     crashes = sum(1 for a in sup.attempts if a.crash is not None)
     print(
         f"ootest: {len(data.results)} results, {rep.variants} variants with ops, "

@@ -15,6 +15,7 @@ from typing import Any
 
 from ootest.cache import OPS_DB
 from ootest.errors import UserError
+from ootest.opmap.ingest import ingest_files, merge_indexes
 
 _DB_HELP = "the op map index (default: .ootest/ops.db)"
 
@@ -143,7 +144,7 @@ def _store(args: argparse.Namespace, *, create: bool = False) -> Any:
 # ------------------------------------------------------------------ writing
 def ingest(args: argparse.Namespace) -> int:
     with _store(args, create=True) as store:
-        rep = store.ingest_files(args.captures)
+        rep = ingest_files(store, args.captures)
     _print_ingest(args.db, rep, "ingested")
     return 0
 
@@ -152,7 +153,7 @@ def merge(args: argparse.Namespace) -> int:
     if any(Path(s).resolve() == Path(args.db).resolve() for s in args.sources):
         raise UserError(f"merge: --db {args.db} is also a source; merge into another file")
     with _store(args, create=True) as store:
-        rep = store.merge(args.sources)
+        rep = merge_indexes(store, args.sources)
     _print_ingest(args.db, rep, "merged")
     return 0
 

@@ -17,15 +17,17 @@ the end (a sort) instead of row by row.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from ootest.device.calls import example_key
 from ootest.errors import UserError
-from ootest.opmap.capture import check_record, keys_ok
+from ootest.opmap.capture import ReadStats, check_record, keys_ok, read_capture
 from ootest.opmap.names import overload_of
 from ootest.opmap.store import (
     EDGE_INDEX,
@@ -507,3 +509,44 @@ def _merge_one(store: OpStore, report: IngestReport) -> set[int]:
     finally:
         for t in ("capmap", "vmap", "omap"):
             c.execute(f"DROP TABLE IF EXISTS temp.{t}")
+
+
+def ingest_files(store: OpStore, paths: Sequence[str | os.PathLike[str]]) -> IngestReport:
+    """Ingest capture files (JSON lines) into ``store``, all in one transaction."""
+    report = IngestReport()
+    started = time.perf_counter()
+    with Ingest(store, report) as ing:
+        for path in paths:
+            stats = ReadStats()
+            report.sources.append(str(path))
+            ing.feed(read_capture(path, stats), str(path))
+            if stats.truncated_last_line:
+                report.truncated.append(str(path))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def ingest_records(
+    store: OpStore, records: Iterable[Mapping[str, Any]], *, source: str = "<records>"
+) -> IngestReport:
+    """Ingest capture records (the dicts a capture stream holds), in one transaction.
+
+    The first record must be a ``provenance`` record. ``source`` names the
+    records in error messages (``source:N`` is the N-th record) and in the
+    ``capture`` table.
+    """
+    report = IngestReport(sources=[source])
+    started = time.perf_counter()
+    with Ingest(store, report) as ing:
+        ing.feed(((i, dict(r), None) for i, r in enumerate(records, 1)), source)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def merge_indexes(store: OpStore, others: Sequence[str | os.PathLike[str]]) -> IngestReport:
+    """Merge other indexes (e.g. one per shard) into ``store``."""
+    report = IngestReport()
+    started = time.perf_counter()
+    merge(store, [Path(o) for o in others], report)
+    report.seconds = time.perf_counter() - started
+    return report

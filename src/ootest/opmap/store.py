@@ -64,7 +64,6 @@ from typing import Any, NamedTuple
 
 from ootest.cache import OPS_DB
 from ootest.errors import UserError
-from ootest.opmap.capture import ReadStats, read_capture
 from ootest.opmap.names import KNOWN_NAMESPACES, OpName, parse_op
 
 SCHEMA_VERSION = 3
@@ -395,50 +394,8 @@ class OpStore:
         return self._conn
 
     # ---------------------------------------------------------------- writing
-    def ingest_files(self, paths: Sequence[str | os.PathLike[str]]) -> IngestReport:
-        """Ingest capture files (JSON lines), all in one transaction."""
-        from ootest.opmap.ingest import Ingest
-
-        report = IngestReport()
-        started = time.perf_counter()
-        with Ingest(self, report) as ing:
-            for path in paths:
-                stats = ReadStats()
-                report.sources.append(str(path))
-                ing.feed(read_capture(path, stats), str(path))
-                if stats.truncated_last_line:
-                    report.truncated.append(str(path))
-        report.seconds = time.perf_counter() - started
-        return report
-
-    def ingest_records(
-        self, records: Iterable[Mapping[str, Any]], *, source: str = "<records>"
-    ) -> IngestReport:
-        """Ingest capture records (the dicts a capture stream holds), in one transaction.
-
-        The first record must be a ``provenance`` record. ``source`` names the
-        records in error messages (``source:N`` is the N-th record) and in the
-        ``capture`` table.
-        """
-        from ootest.opmap.ingest import Ingest
-
-        report = IngestReport(sources=[source])
-        started = time.perf_counter()
-        with Ingest(self, report) as ing:
-            ing.feed(((i, dict(r), None) for i, r in enumerate(records, 1)), source)
-        report.seconds = time.perf_counter() - started
-        return report
-
-    def merge(self, others: Sequence[str | os.PathLike[str]]) -> IngestReport:
-        """Merge other indexes (e.g. one per shard) into this one."""
-        from ootest.opmap.ingest import merge
-
-        report = IngestReport()
-        started = time.perf_counter()
-        merge(self, [Path(o) for o in others], report)
-        report.seconds = time.perf_counter() - started
-        return report
-
+    # (how an index is filled is ootest.opmap.ingest's: ingest_files, ingest_records,
+    # merge_indexes; the store only keeps it)
     def forget_namespaces(self) -> None:
         """Drop the cached namespaces (after writing)."""
         self._namespaces = None
