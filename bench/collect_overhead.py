@@ -17,8 +17,9 @@ Prints the best-of-N wall time of each and the ratios to the baseline
 (target for ootest: <= 1.05). Usage: python bench/collect_overhead.py [--repeat N]
 
 With ``$TORCH_ROOT/test/test_view_ops.py`` present (a real upstream file, kept
-out of git) and Torch Spyre's real config for it
-(``../shared/compat/torch-spyre/test_view_ops_config.yaml``, or ``--config``),
+out of git) and a Torch Spyre config for it (``--config``: the real one is
+``../shared/compat/torch-spyre/test_view_ops_config.yaml``; our own copy in
+tests/fixtures/torch-spyre by default),
 ``--real`` times that instead: plain collection of the file on emu against the
 plugin with the config, its plan cached and not (issue 28 item 18), cold (a fresh
 Python each run, as every run is) and warm (the plan cache filled).
@@ -281,7 +282,7 @@ def real(args: argparse.Namespace) -> None:
     torch_root = os.environ.get("TORCH_ROOT")
     test = Path(torch_root or "/nonexistent") / "test" / "test_view_ops.py"
     here = Path(__file__).resolve().parent.parent
-    cfg = args.config or here.parent / "shared/compat/torch-spyre/test_view_ops_config.yaml"
+    cfg = args.config or here / "tests" / "fixtures" / "torch-spyre" / "test_view_ops_config.yaml"
     if not test.is_file() or not cfg.is_file():
         raise SystemExit(f"--real needs $TORCH_ROOT/test/test_view_ops.py ({test}) and {cfg}")
     with tempfile.TemporaryDirectory() as d:

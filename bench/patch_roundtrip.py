@@ -4,8 +4,9 @@
 edited (Note [Config patches] in src/ootest/select/patch.py): every line a change
 does not touch must stay byte for byte, comments included. ruamel.yaml (already
 a dependency) round-trips YAML with comments; does it keep those guarantees, and
-at what speed? For each config (Torch Spyre's real ones when ``../shared`` is
-there, a real generated config given with ``--config``, and a synthetic one of
+at what speed? For each config (the configs given with ``--config``, e.g. Torch
+Spyre's real ones under ``../shared/compat/torch-spyre``, or else our own
+Spyre-shaped ones in tests/fixtures/torch-spyre; and a synthetic one of
 ``--entries`` generated entries in ``select run``'s layout), in one process:
 
 - ruamel.yaml ``typ="rt"`` load then dump, unchanged, with the settings that
@@ -30,7 +31,7 @@ import yaml
 from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parent.parent
-SPYRE = ROOT.parent / "shared" / "compat" / "torch-spyre"
+OWN_SPYRE = ROOT / "tests" / "fixtures" / "torch-spyre"
 
 
 def synthetic(entries: int) -> str:
@@ -126,8 +127,8 @@ def main() -> None:
     ap.add_argument("--config", action="append", default=[], type=Path)
     args = ap.parse_args()
     configs = [(p.name, p.read_text()) for p in args.config]
-    if SPYRE.is_dir():
-        configs += [(f"spyre/{p.name}", p.read_text()) for p in sorted(SPYRE.glob("*.yaml"))]
+    if not args.config:
+        configs += [(f"own/{p.name}", p.read_text()) for p in sorted(OWN_SPYRE.glob("*.yaml"))]
     configs.append((f"synthetic, {args.entries:,} entries", synthetic(args.entries)))
     for name, text in configs:
         measure(name, text)
