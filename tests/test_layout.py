@@ -12,7 +12,7 @@ FORBIDDEN = {
     "record": {"plugin", "runner", "cli", "config", "relay", "device"},
     "plugin": {"runner", "cli"},
     "runner": {"plugin", "cli"},
-    "config": {"plugin", "runner", "cli", "opmap", "select", "memory", "model"},
+    "config": {"plugin", "runner", "cli", "opmap", "select", "memory", "model", "relay"},
     "relay": {"plugin", "cli", "select"},
     "model": {"plugin", "runner", "cli", "select", "opmap", "memory"},
     "opmap": {"plugin", "runner", "cli", "select", "memory"},
@@ -22,7 +22,18 @@ FORBIDDEN = {
 }
 
 #: modules every package may use: they import no ootest package but errors
-FLOOR = ("errors", "atomic", "cache", "timeout", "memo", "llm", "htmlpage", "version", "opname")
+FLOOR = (
+    "errors",
+    "atomic",
+    "cache",
+    "timeout",
+    "memo",
+    "llm",
+    "htmlpage",
+    "version",
+    "opname",
+    "naming",
+)
 
 
 def _imports(path: Path) -> set[str]:

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from ootest import naming as names
 from ootest.config.load import load_config
 from ootest.config.names import NamePattern, Variant
 from ootest.errors import ConfigError
-from ootest.relay import names
 from tests.conftest import ROOT, ootest
 
 

@@ -41,10 +41,10 @@ from ootest.config.model import (
     set_private,
 )
 from ootest.config.names import NamePattern, NameSyntaxError
+from ootest.config.relay_policy import RelayPolicy
 from ootest.config.resolved import Config, ResolvedFile
 from ootest.config.when import Context, holds
 from ootest.errors import ConfigError, Problem
-from ootest.relay.policy import RelayPolicy
 
 # libyaml's C loader when available: a 10,000-entry config loads in well under a second.
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

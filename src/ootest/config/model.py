@@ -32,7 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from ootest.relay.policy import RelayPolicy
+from ootest.config.relay_policy import RelayPolicy
 from ootest.timeout import MAX_TIMEOUT
 
 Mode = Literal["mandatory_success", "xfail", "xfail_strict", "skip"]
@@ -881,7 +881,7 @@ CASES_KEYS = ("model", "default", "defaults", "cases")
 
 
 # --------------------------------------------------------------- relay policy
-# RelayPolicy lives in ootest.relay.policy (the gate reads it without this schema).
+# RelayPolicy lives in ootest.config.relay_policy (the gate reads it without this schema).
 
 
 class Document(_Strict):

@@ -15,10 +15,11 @@ import secrets
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ootest import naming as names
+from ootest.config.relay_policy import RelayPolicy
 from ootest.errors import UserError
-from ootest.relay import limits, names
+from ootest.relay import limits
 from ootest.relay.limits import MAX_DEPTH, describe
-from ootest.relay.policy import RelayPolicy
 
 # Note [Payload bounds]
 # Everything in a dispatch that grows with its size is bounded before it costs

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from ootest import naming as names
 from ootest.errors import UserError
-from ootest.relay import names
 from ootest.relay.limits import describe
 from ootest.version import ootest_version
 

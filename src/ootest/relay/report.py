@@ -23,9 +23,10 @@ from typing import Any
 
 import httpx
 
+from ootest import naming as names
 from ootest.atomic import write_atomic
 from ootest.errors import UserError
-from ootest.relay import limits, names
+from ootest.relay import limits
 from ootest.relay.limits import MAX_DEPTH
 
 AUDIENCE = "pytorch-cross-repo-ci-relay"

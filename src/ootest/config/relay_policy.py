@@ -9,10 +9,10 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ootest.relay import names
+from ootest import naming as names
 
 __all__ = ["RelayPolicy", "check_device_name"]
-# The device-name rule is defined once, in ootest.relay.names (Note [Device names]).
+# The device-name rule is defined once, in ootest.naming (Note [Device names]).
 
 _RELEASE = re.compile(r"release/\d+\.\d+\Z")
 
