@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 from ootest.atomic import write_atomic
 from ootest.cache import cache_dir
 from ootest.config import paths
+from ootest.config.base import set_private
 from ootest.config.model import (
     CASES_KEYS,
     MODES,
@@ -38,7 +39,6 @@ from ootest.config.model import (
     GlobalCaps,
     Selectors,
     TestSuiteConfig,
-    set_private,
 )
 from ootest.config.names import NamePattern, NameSyntaxError
 from ootest.config.relay_policy import RelayPolicy
