@@ -1,29 +1,76 @@
-"""Writing a file so that readers see the old contents or the new, never a part."""
+"""Writing a file so that readers see the old contents or the new, never a part.
+
+Note [Files written only where asked]: every file ootest writes goes through
+:func:`write_atomic`: a unique temporary file created next to the target (``O_EXCL``,
+so a planted ``OUT.tmp`` symlink is never written through, and two writers never
+share a temporary), then a rename over the target. The rename replaces a symlink at
+the target itself, never the file it points to; a target that exists and is not a
+regular file (``/dev/full``, a named pipe, a folder) is refused, so a device node is
+never replaced by a file. A full disk or a read-only folder leaves the target as it
+was and raises ``OSError``; :func:`write_output` turns that into one line for a
+command's output flag.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import os
+import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["check_output", "write_atomic"]
+__all__ = ["NotRegularFile", "check_output", "describe_os_error", "write_atomic", "write_output"]
+
+
+@functools.cache
+def _umask() -> int:
+    mask = os.umask(0o022)  # read once: os.umask can only be read by setting it
+    os.umask(mask)
+    return mask
+
+
+class NotRegularFile(OSError):
+    """The target of a write exists and is not a regular file (or a symlink)."""
+
+
+def _check_target(path: Path) -> None:
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError:
+        return  # the write itself will say what is wrong
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return
+    kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a device, pipe or socket)"
+    raise NotRegularFile(errno.EEXIST, f"is {kind}; expected a file path", str(path))
 
 
 def check_output(path: Path, what: str, *, folder: bool = False) -> None:
     """Raise a one-line :class:`~ootest.errors.UserError` when ``path`` (given as
     ``what``, e.g. ``--results``) cannot be written: a folder where a file is meant
-    (or a file where a folder is), or a parent folder that cannot be created. Checked
-    before a run starts, so a bad path costs no test (it was a traceback after all of
-    them, or a pytest INTERNALERROR). Creates the parent folders."""
+    (or a file where a folder is), a device or pipe, or a parent folder that cannot be
+    created or written. Checked before a run starts, so a bad path costs no test (it
+    was a traceback after all of them, or a pytest INTERNALERROR). Creates the parent
+    folders."""
     from ootest.errors import UserError
 
     if folder and path.exists() and not path.is_dir():
         raise UserError(f"{what} {path}: is a file; expected a folder (or a new path)")
     if not folder and path.is_dir():
         raise UserError(f"{what} {path}: is a folder; expected a file path")
+    if not folder:
+        try:
+            _check_target(path)
+        except NotRegularFile as e:
+            raise UserError(f"{what} {path}: {e.strerror}") from None
+    where = path if folder else path.parent
     try:
-        (path if folder else path.parent).mkdir(parents=True, exist_ok=True)
+        where.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         why = e.strerror or str(e)
         if isinstance(e, (FileExistsError, NotADirectoryError)):
@@ -31,18 +78,52 @@ def check_output(path: Path, what: str, *, folder: bool = False) -> None:
         raise UserError(
             f"{what} {path}: cannot create its folder ({why}); pass a path in a writable folder"
         ) from None
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise UserError(
+            f"{what} {path}: its folder {where} is not writable; pass a path in a writable folder"
+        )
 
 
-def write_atomic(path: Path, data: bytes | str) -> None:
+def write_atomic(path: Path, data: bytes | str | Callable[[BinaryIO], object]) -> None:
     """Write ``data`` to ``path`` through a unique temporary file in the same folder
-    and a rename (text as UTF-8). The folder is created; on any error the temporary
-    file is removed and the error raised, ``path`` untouched."""
+    and a rename (text as UTF-8; a callable is given the open binary file to write
+    to). The folder is created; on any error the temporary file is removed and the
+    error raised, ``path`` untouched (Note [Files written only where asked])."""
+    _check_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+        # unbuffered for a callable: it may write through the descriptor (copy_file_range)
+        with os.fdopen(fd, "wb", buffering=0 if callable(data) else -1) as fh:
+            if callable(data):
+                data(fh)
+            else:
+                fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+        with contextlib.suppress(OSError):
+            # mkstemp makes 0600; a written file gets the usual mode (umask applied)
+            os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+def write_output(path: Path, data: bytes | str | Callable[[BinaryIO], object], what: str) -> None:
+    """:func:`write_atomic` for a file a command was asked to write (``what`` names
+    the flag, e.g. ``--out``): an ``OSError`` (a read-only folder, a full disk, a
+    device at the path) becomes one :class:`~ootest.errors.UserError` line and the
+    target keeps its old contents."""
+    from ootest.errors import UserError
+
+    try:
+        write_atomic(path, data)
+    except OSError as e:
+        raise UserError(f"{what} {path}: {describe_os_error(e)}; {path} is unchanged") from None
+
+
+def describe_os_error(e: OSError) -> str:
+    """``cannot write (No space left on device)``: an OS error in a few words."""
+    if isinstance(e, NotRegularFile):
+        return str(e.strerror)
+    why = e.strerror or str(e)
+    return f"cannot write ({why})"

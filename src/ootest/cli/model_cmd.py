@@ -93,7 +93,7 @@ def record(args: argparse.Namespace) -> int:
             f"e.g. model__my-model; found {args.tag!r}"
         )
     test = TestRef.parse(args.test or DEFAULT_TEST)
-    from ootest.atomic import check_output
+    from ootest.atomic import check_output, write_output
 
     check_output(args.out, "--out")  # before the script runs
     exe, opts, target = _python(list(args.pytest_args))
@@ -138,7 +138,7 @@ def record(args: argparse.Namespace) -> int:
         seed=args.seed,
         command=list(args.pytest_args),
     )
-    out.write_text(text)
+    write_output(out, text, "--out")
     n = len(data.get("calls") or [])
     print(f"ootest: {n} distinct calls ({data.get('total', 0)} in all) written to {out}")
     for why, count in list((data.get("left_out") or {}).items())[:10]:

@@ -440,10 +440,10 @@ def affected(args: argparse.Namespace) -> int:
             rep = compute(store, ops, everything_because=reasons or None)
             rep.change = change
     if args.out is not None:
-        from ootest.atomic import check_output
+        from ootest.atomic import check_output, write_output
 
         check_output(args.out, "--out")
-        args.out.write_text("".join(f"{v}\n" for v in rep.variants), encoding="utf-8")
+        write_output(args.out, "".join(f"{v}\n" for v in rep.variants), "--out")
     if args.json:
         return _dump(
             {

@@ -7,12 +7,12 @@ repository memory, the op map and results files.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ootest.atomic import write_output
 from ootest.cli.review_cmd import add_parser as add_review
 from ootest.errors import UserError
 from ootest.timeout import check_timeout
@@ -184,13 +184,11 @@ def _header(
 
 
 def _write(out: Path, text: str, sidecar: str) -> None:
+    from ootest.atomic import write_output
     from ootest.select.refine import sidecar_path
 
-    out.parent.mkdir(parents=True, exist_ok=True)
     for path, data in ((out, text), (sidecar_path(out), sidecar)):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(data, encoding="utf-8")
-        os.replace(tmp, path)
+        write_output(path, data, "--out")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -417,7 +415,7 @@ def audit(args: argparse.Namespace) -> int:
             f"{len(chosen)} sampled variants",
             f"(seed {args.seed}, of {len(members)} skipped or xfailed) as mandatory_success.",
         ]
-        path.write_text(au.audit_config(cfg, by_key, chosen, header), encoding="utf-8")
+        write_output(path, au.audit_config(cfg, by_key, chosen, header), "--out")
         results = args.results or au.results_path(args.config)
         timeout = args.timeout or cfg.suite.timeout or 300.0
         print(

@@ -86,7 +86,9 @@ class ConfigEdit:
         )
 
     def write(self) -> None:
-        self.path.write_text(self.new, encoding="utf-8")
+        from ootest.atomic import write_output
+
+        write_output(self.path, self.new, "ops enable --write")
 
 
 def config_name(op: OpName) -> str:

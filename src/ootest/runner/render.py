@@ -362,8 +362,11 @@ def junit(data: RunData, name: str = "ootest") -> ET.ElementTree[ET.Element]:
 
 
 def write_junit(data: RunData, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    junit(data).write(path, encoding="utf-8", xml_declaration=True)
+    from ootest.atomic import write_output
+
+    write_output(
+        path, lambda f: junit(data).write(f, encoding="utf-8", xml_declaration=True), "--junit"
+    )
 
 
 # ---------------------------------------------------------------------- HTML
@@ -786,5 +789,6 @@ def write_html(
     trend: Trend | None = None,
     coverage: Coverage | None = None,
 ) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(html_report(data, title, trips, trend, coverage=coverage), encoding="utf-8")
+    from ootest.atomic import write_output
+
+    write_output(path, html_report(data, title, trips, trend, coverage=coverage), "--html")

@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ootest.atomic import write_output
 from ootest.errors import UserError
 from ootest.select.gates import gate
 
@@ -582,12 +583,15 @@ def run_scope(args: argparse.Namespace) -> int:
     else:
         raise UserError("select scope: expected --device emu[:PROFILE] or MODULE:NAME")
     if args.save_detected is not None:
-        args.save_detected.write_text(json.dumps(asdict(det), sort_keys=True, indent=1) + "\n")
+        write_output(
+            args.save_detected,
+            json.dumps(asdict(det), sort_keys=True, indent=1) + "\n",
+            "--save-detected",
+        )
     scoped = [classify(file_info(f.key, f.path.read_bytes(), det.name), det, prefs) for f in files]
     text = render_scope(det, prefs, [str(r) for r in roots], scoped)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
+        write_output(args.out, text, "--out")
     else:
         sys.stdout.write(text)
     inside = sum(s.in_scope for s in scoped)
