@@ -291,3 +291,98 @@ def test_output_into_a_closed_pipe_exits_quietly(argv: list[str]) -> None:
     rc = p.wait(timeout=60)
     assert "Traceback" not in err and "internal error" not in err, err
     assert err == "" and rc in (0, 141)
+
+
+# ---------------------------------------------------------------- items 11, 12: hostile test trees
+_GOOD = "def test_good():\n    '''findable words here'''\n"
+
+
+def _hostile_tree(base: Path) -> tuple[Path, dict[str, str]]:
+    """A test tree with one good file and one of each hostile kind; the warning
+    each hostile one must give."""
+    t = base / "t"
+    t.mkdir()
+    (t / "test_good.py").write_text(_GOOD)
+    secret = base / ".env"
+    secret.write_text("# the secret comment\nDB_PASSWORD=hunter2\n")
+    (t / "test_zero.py").symlink_to("/dev/zero")
+    os.mkfifo(t / "test_fifo.py")
+    (t / "test_dangling.py").symlink_to(t / "gone.py")
+    (t / "test_loop.py").symlink_to(t / "test_loop.py")
+    (t / "test_out.py").symlink_to(secret)
+    with open(t / "test_huge.py", "wb") as f:  # sparse: costs no disk
+        f.truncate(17 * 2**20)
+    expect = {
+        "test_zero.py": "outside the roots",
+        "test_fifo.py": "not a regular file",
+        "test_dangling.py": "a dangling symlink",
+        "test_loop.py": "a symlink loop",
+        "test_out.py": "outside the roots",
+        "test_huge.py": "over the 16,777,216-byte limit",
+    }
+    return t, expect
+
+
+def test_index_build_reads_only_regular_files_inside_the_roots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    t, expect = _hostile_tree(tmp_path)
+    (t / "test_inside.py").symlink_to(t / "test_good.py")  # a symlink inside: read
+    tried("test trees", len(expect) + 1)
+    rc, out, err = cli(capsys, "index", "build", "--root", "t", "--static-only", "--db", "m.db")
+    assert rc == 0, err
+    warned = {line.split(": ", 2)[1].rpartition("/")[2]: line for line in err.splitlines()
+              if line.startswith("warning: ")}  # fmt: skip
+    for name, why in expect.items():
+        assert why in warned[name] and warned[name].endswith("; not indexed"), warned
+    assert "files: 1 " in out  # the good file; the symlink to it is that file
+    assert "test_inside.py: a symlink to another file of the tree; not indexed" in err
+    rc, out, _ = cli(capsys, "index", "query", "--db", "m.db", "--json", "findable")
+    assert rc == 0 and "test_good" in out
+    for leak in ("hunter2", "DB_PASSWORD", "secret comment"):
+        rc, out, _ = cli(capsys, "index", "query", "--db", "m.db", "--json", leak)
+        assert leak not in out
+
+
+_DEEP = {
+    "sum_500": "x = " + "1 + " * 500 + "1\n",
+    "unary_100000": "x = " + "-" * 100_000 + "1\n",
+    "deep_in_a_test": "def test_deep():\n    x = " + "1 + " * 500 + "1\n",
+    "parens_300": "x = " + "(" * 300 + "1" + ")" * 300 + "\n",
+    "nul_bytes": "x = 1\0\n",
+    "not_utf8": "x = '\udcff'\n",
+}
+
+
+def test_index_build_records_deep_expressions_per_file_and_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    t = tmp_path / "t"
+    t.mkdir()
+    (t / "test_good.py").write_text(_GOOD)
+    for name, src in _DEEP.items():
+        (t / f"test_{name}.py").write_bytes(src.encode("utf-8", "surrogateescape"))
+    tried("test trees", len(_DEEP))
+    rc, out, err = cli(capsys, "index", "build", "--root", "t", "--static-only", "--db", "m.db")
+    assert rc == 0, err
+    assert f"files: {len(_DEEP) + 1} " in out
+    assert f"{len(_DEEP)} that do not parse" in out
+    rc, out, _ = cli(capsys, "index", "query", "--db", "m.db", "--json", "findable")
+    assert "test_good" in out
+
+
+def test_the_parser_pool_survives_deep_files(tmp_path: Path) -> None:
+    """More than a handful of changed files are parsed in a process pool: a
+    RecursionError there was a crash of the whole pool map."""
+    from ootest.memory._build import BuildOptions, build
+
+    t = tmp_path / "t"
+    t.mkdir()
+    for i in range(20):
+        (t / f"test_deep{i}.py").write_text(_DEEP["sum_500"])
+    (t / "test_good.py").write_text(_GOOD)
+    tried("test trees")
+    rep = build(BuildOptions(roots=(t,), db=tmp_path / "m.db", variants=False, jobs=2))
+    assert rep.parse_errors == 20 and rep.files_total == 21

@@ -36,9 +36,11 @@ from ootest.memory._entries import Dump, EntryChanges, store_entries
 from ootest.memory._files import (
     Deps,
     SourceFile,
+    Unreadable,
     discover,
     file_digest,
     ootest_stamp,
+    read_source,
     torch_dir,
     torch_stamp,
 )
@@ -191,8 +193,9 @@ def build(
     started = time.perf_counter()
     rep = reporter or _Silent()
     _check(opts)
-    files = discover(opts.roots)
-    report = BuildReport(files_total=len(files))
+    skipped: list[str] = []
+    files = discover(opts.roots, skipped)
+    report = BuildReport(files_total=len(files), warnings=skipped)
     con = connect(opts.db, create=True)
     try:
         _check_scheme(con, opts.db)
@@ -286,18 +289,28 @@ class _Builder:
         }
         to_parse: list[tuple[str, bytes]] = []
         touched: list[SourceFile] = []
+        unread: set[str] = set()
         for f in self.files:
             s = stored.get(f.key)
             if s is not None and (s.size, s.mtime_ns, s.path) == (f.size, f.mtime_ns, str(f.path)):
                 self.digests[f.key] = s.digest
                 continue
-            data = f.path.read_bytes()
+            try:
+                data = read_source(f.path)
+            except Unreadable as e:  # changed since it was found
+                self.report.warnings.append(f"{f.path}: {e}; not indexed")
+                unread.add(f.key)
+                continue
             self.report.files_read += 1
             d = self.digests[f.key] = file_digest(data)
             if s is not None and s.digest == d:
                 touched.append(f)
             else:
                 to_parse.append((f.key, data))
+        if unread:
+            self.files = [f for f in self.files if f.key not in unread]
+            self.by_key = {f.key: f for f in self.files}
+            self.report.files_total = len(self.files)
         return to_parse, touched, sorted(set(stored) - set(self.by_key))
 
     def _static(

@@ -542,7 +542,7 @@ def _is_test_file(key: str) -> bool:
 
 def run_scope(args: argparse.Namespace) -> int:
     from ootest.atomic import check_output
-    from ootest.memory._files import discover
+    from ootest.memory._files import discover, read_source
 
     if args.out is not None:
         check_output(args.out, "--out")  # before the backend is probed
@@ -563,7 +563,10 @@ def run_scope(args: argparse.Namespace) -> int:
                 "the tests; set TORCH_ROOT to one, or pass --root PATH"
             )
     prefs = read_prefs(args.prefs) if args.prefs else Prefs()
-    files = [f for f in discover(roots) if _is_test_file(f.key)]  # before the slow probe
+    skipped: list[str] = []  # Note [Only regular files inside the roots]
+    files = [f for f in discover(roots, skipped) if _is_test_file(f.key)]  # before the probe
+    for line in skipped:
+        print(f"warning: {line}", file=sys.stderr)
     if args.detected is not None:
         try:
             data = json.loads(args.detected.read_text(encoding="utf-8"))
@@ -588,7 +591,7 @@ def run_scope(args: argparse.Namespace) -> int:
             json.dumps(asdict(det), sort_keys=True, indent=1) + "\n",
             "--save-detected",
         )
-    scoped = [classify(file_info(f.key, f.path.read_bytes(), det.name), det, prefs) for f in files]
+    scoped = [classify(file_info(f.key, read_source(f.path), det.name), det, prefs) for f in files]
     text = render_scope(det, prefs, [str(r) for r in roots], scoped)
     if args.out is not None:
         write_output(args.out, text, "--out")
