@@ -19,11 +19,19 @@ import functools
 import os
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["NotRegularFile", "check_output", "describe_os_error", "write_atomic", "write_output"]
+__all__ = [
+    "NotRegularFile",
+    "being_written",
+    "check_output",
+    "describe_os_error",
+    "exclusive",
+    "write_atomic",
+    "write_output",
+]
 
 
 @functools.cache
@@ -127,3 +135,65 @@ def describe_os_error(e: OSError) -> str:
         return str(e.strerror)
     why = e.strerror or str(e)
     return f"cannot write ({why})"
+
+
+# Note [One writer of an index]
+# Two `index build`s (or two `ops merge`s) into one file raced: "database is locked"
+# tracebacks, a half-created file read as "not an ootest index", a schema inserted
+# twice. A writer holds an exclusive flock on the index file itself for as long as
+# its connection is open (flock, not SQLite's own fcntl locks: closing any
+# descriptor of a file drops a process's fcntl locks, never a flock held on another
+# descriptor); the lock is the kernel's, so a writer killed with -9 leaves none
+# behind. A reader only asks whether a writer is at work, to say so instead of
+# reporting an empty or half-built file as corrupt.
+
+
+@contextlib.contextmanager
+def exclusive(path: Path, busy: str, *, wait: float = 0.0) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created, empty, when missing). When
+    another process holds it: wait up to ``wait`` seconds (saying so once on
+    stderr), then raise :class:`~ootest.errors.UserError` with ``busy``."""
+    import fcntl
+    import sys
+    import time
+
+    from ootest.errors import UserError
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    try:
+        deadline = time.monotonic() + wait
+        said = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise UserError(busy) from None
+                if not said:
+                    print(f"ootest: waiting: {busy}", file=sys.stderr)
+                    said = True
+                time.sleep(0.2)
+        yield
+    finally:
+        os.close(fd)
+
+
+def being_written(path: Path) -> bool:
+    """Whether another process holds :func:`exclusive` on ``path`` now."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import re
 import sqlite3
 import time
@@ -30,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ootest.atomic import exclusive
 from ootest.errors import UserError
 from ootest.memory._collect import CollectSettings, FileCollection, collect
 from ootest.memory._entries import Dump, EntryChanges, store_entries
@@ -48,7 +50,14 @@ from ootest.memory._fingerprint import TORCH_DBS
 from ootest.memory._hashing import SCHEME, digest
 from ootest.memory._rows import forget_file, forget_variants, load_imports, store_file
 from ootest.memory._static import FileFacts, Import, dump_facts, load_facts, parse_file
-from ootest.memory._store import chunks, connect, read_meta, refresh_common_terms, write_meta
+from ootest.memory._store import (
+    BUILDING,
+    chunks,
+    connect,
+    read_meta,
+    refresh_common_terms,
+    write_meta,
+)
 from ootest.memory._variants import VariantWriter
 from ootest.record.identity import backend_name
 
@@ -168,14 +177,24 @@ def db_name(spec: str) -> str:
 
 
 # ---------------------------------------------------------------- the build
+#: connection id -> the BUILDING marker not yet written: it goes in with the first
+#: transaction that changes anything, so an unchanged rebuild still writes nothing.
+_MARK: dict[int, str] = {}
+
+
 @contextmanager
 def _tx(con: sqlite3.Connection) -> Iterator[None]:
     con.execute("BEGIN")
+    before = con.total_changes
     try:
         yield
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    mark = _MARK.get(id(con))
+    if mark is not None and con.total_changes != before:
+        write_meta(con, {BUILDING: mark})  # readers refuse the index until the build is done
+        del _MARK[id(con)]
     con.execute("COMMIT")
 
 
@@ -196,14 +215,27 @@ def build(
     skipped: list[str] = []
     files = discover(opts.roots, skipped)
     report = BuildReport(files_total=len(files), warnings=skipped)
-    con = connect(opts.db, create=True)
-    try:
-        _check_scheme(con, opts.db)
-        b = _Builder(con, opts, files, report, rep, collector)
-        b.run()
-    finally:
-        con.close()
-        rep.done()
+    busy = (
+        f"--db {opts.db}: another index build is writing it; wait for it to finish, "
+        "or build into another --db"
+    )
+    with exclusive(opts.db, busy):  # Note [One writer of an index]
+        con = connect(opts.db, create=True)
+        try:
+            _check_scheme(con, opts.db)
+            started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            left = BUILDING in read_meta(con)  # by a build that was killed
+            if not left:
+                _MARK[id(con)] = f"started at {started_at} (pid {os.getpid()})"
+            b = _Builder(con, opts, files, report, rep, collector)
+            b.run()
+            if left or id(con) not in _MARK:  # a marker is there: the build is whole now
+                with _tx(con):
+                    con.execute("DELETE FROM meta WHERE key=?", (BUILDING,))
+        finally:
+            _MARK.pop(id(con), None)
+            con.close()
+            rep.done()
     report.seconds = time.perf_counter() - started
     return report
 
