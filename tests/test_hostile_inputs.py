@@ -542,3 +542,204 @@ def test_concurrent_ops_merges_into_one_new_db_serialize(tmp_path: Path) -> None
     with OpStore.open(tmp_path / "m.db") as s:
         rows = s.connection.execute("SELECT count(*) FROM variant").fetchone()[0]
     assert rows == 3
+
+
+# ---------------------------------------------------------------- item 15: captures, lists, limits
+_PROV = {"kind": "provenance", "torch_version": "2.13.0", "torch_git": "a", "device": "emu",
+         "profile": "full", "ootest_version": "0", "time": 1.0}  # fmt: skip
+_OPS_LINE = {"kind": "ops", "variant_id": "a.py::T::t", "ops": {"aten::add.Tensor": 1}}
+
+_MANY_OPS = {f"aten::op{i}": 1 for i in range(200_000)}
+_CAPTURES: dict[str, tuple[str, str]] = {  # name -> (file text, what the one error line says)
+    "deep_line": (
+        json.dumps(_PROV) + "\n" + "[" * 100_000 + "]" * 100_000 + "\n" + json.dumps(_PROV) + "\n",
+        "capture.jsonl:2: expected a capture record (a flat JSON object); found JSON nested too "
+        "deeply to read",
+    ),
+    "deep_last_line": (
+        json.dumps(_PROV) + "\n" + '{"a":' * 100_000 + "1" + "}" * 100_000 + "\n",
+        "capture.jsonl:2: expected a capture record (a flat JSON object); found JSON nested too "
+        "deeply to read",
+    ),
+    "200000_op_names": (
+        json.dumps(_PROV) + "\n" + json.dumps({**_OPS_LINE, "ops": _MANY_OPS}),
+        "capture.jsonl:2: ops: expected at most 32,768 op names in one variant; found 200,000",
+    ),
+    "count_2_63": (
+        json.dumps(_PROV) + "\n" + json.dumps({**_OPS_LINE, "ops": {"aten::add.Tensor": 2**63}}),
+        "counts below 2**63",
+    ),
+    "count_float": (
+        json.dumps(_PROV) + "\n" + json.dumps({**_OPS_LINE, "ops": {"aten::add.Tensor": 1e20}}),
+        "counts below 2**63",
+    ),
+    "garbage_one_line": (
+        "hello world\n",
+        "capture.jsonl:1: expected a JSON object (a capture record); found 'hello world'",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_CAPTURES))
+def test_ops_ingest_refuses_hostile_captures_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    tried("captures")
+    monkeypatch.chdir(tmp_path)
+    text, expect = _CAPTURES[name]
+    (tmp_path / "capture.jsonl").write_text(text)
+    rc, _, err = cli(capsys, "ops", "ingest", "capture.jsonl", "--db", "ops.db")
+    assert rc == 2
+    assert expect in one_line(err)
+
+
+def test_many_op_names_over_several_records_are_refused(tmp_path: Path) -> None:
+    from ootest.errors import UserError
+    from ootest.opmap.ingest import ingest_records
+    from ootest.opmap.store import OpStore
+
+    tried("captures")
+    recs = [_PROV] + [
+        {**_OPS_LINE, "ops": {f"aten::op{i}_{j}": 1 for j in range(20_000)}} for i in range(2)
+    ]
+    with OpStore.open(tmp_path / "o.db", create=True) as s, pytest.raises(UserError) as e:
+        ingest_records(s, recs)
+    assert "expected at most 32,768 op names in one variant; found 40,000" in str(e.value)
+
+
+_BOMB = """\
+a: &a ["x","x","x","x","x","x","x","x","x"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+ops: [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+"""
+
+_LISTS: dict[str, tuple[bytes, str]] = {  # name -> (bytes, what the error line says)
+    "alias_bomb.yaml": (_BOMB.encode(), "once YAML aliases are expanded; found more"),
+    "latin1.txt": ("aten::add.Tensor\n# caf\xe9\n".encode("latin-1"),
+                   "latin1.txt:2: expected UTF-8 text; found the byte 0xe9"),
+    "latin1.yaml": ("ops: [add]  # caf\xe9\n".encode("latin-1"),
+                    "latin1.yaml:1: expected UTF-8 text; found the byte 0xe9"),
+    "deep.yaml": (b"ops: " + b"[" * 5000 + b"]" * 5000, "expected YAML; found a syntax error"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(_LISTS))
+def test_supported_lists_are_bounded_and_decoded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    tried("lists")
+    _select_inputs(tmp_path, monkeypatch)
+    data, expect = _LISTS[name]
+    (tmp_path / name).write_bytes(data)
+    rc, _, err = cli(capsys, "select", "run", "--variants", "v.jsonl", "--supported", name,
+                     "--dtypes", "float32", "--out", "s.yaml")  # fmt: skip
+    assert rc == 2, err
+    assert expect in one_line(err)
+
+
+_PREFS: dict[str, tuple[bytes, str]] = {
+    "latin1": ("notes: caf\xe9\n".encode("latin-1"), "expected UTF-8 text; found the byte 0xe9"),
+    "duplicate_key": (b"notes: one\nnotes: two\n",
+                      "prefs.yaml:2: duplicate key 'notes' (first at line 1); keep one"),
+    "alias_bomb": (_BOMB.encode(), "once YAML aliases are expanded; found more"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(_PREFS))
+def test_prefs_are_decoded_bounded_and_keys_unique(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    tried("lists")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "test_a.py").write_text("def test_a(): pass\n")
+    (tmp_path / "det.json").write_text(json.dumps({"device": "x", "name": "x", "ops": {}}))
+    data, expect = _PREFS[name]
+    (tmp_path / "prefs.yaml").write_bytes(data)
+    rc, _, err = cli(capsys, "select", "scope", "--root", "t", "--detected", "det.json",
+                     "--prefs", "prefs.yaml")  # fmt: skip
+    assert rc == 2, err
+    assert expect in one_line(err)
+
+
+@pytest.mark.parametrize("limit", ["99999999999999999999", "-99999999999999999999"])
+def test_huge_integer_options_are_usage_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], limit: str
+) -> None:
+    tried("limits")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        main(["index", "query", "--limit", limit, "x"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --limit: expected an integer below 2**63; found {limit}" in err
+    assert "Traceback" not in err
+
+
+_RESULTS: dict[str, tuple[str, str]] = {
+    "latin1.xml": ("xml", "not valid JUnit XML"),
+    "zero": ("/dev/zero", "found more (a device or an endless stream?)"),
+    "folder": ("folder", "is a folder; expected a file"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_RESULTS))
+def test_relay_report_results_are_bounded(tmp_path: Path, name: str) -> None:
+    from ootest.atomic import read_bounded
+    from ootest.errors import UserError
+    from ootest.relay.report import test_results
+
+    tried("results")
+    kind, expect = _RESULTS[name]
+    if kind == "xml":
+        path = tmp_path / name
+        path.write_bytes('<?xml version="1.0" encoding="utf-8"?><a b="caf\xe9"/>'.encode("latin-1"))
+    elif kind == "folder":
+        path = tmp_path
+    else:
+        path = Path(kind)
+    with pytest.MonkeyPatch.context() as m:  # a small bound: /dev/zero is endless anyway
+        m.setattr(read_bounded, "__kwdefaults__", {"limit": 1 << 20})
+        with pytest.raises(UserError) as e:
+            test_results(path)
+    assert expect in str(e.value)
+
+
+def test_relay_report_results_not_utf8_jsonl_counts_the_good_lines(tmp_path: Path) -> None:
+    from ootest.relay.report import test_results
+
+    tried("results")
+    good = {"kind": "result", "variant_id": "a.py::t", "nodeid": "a.py::t", "outcome": "passed",
+            "phase": "call", "file": "a.py"}  # fmt: skip
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(json.dumps(good).encode() + b"\n\xff\xfe torn\n")
+    assert test_results(path)["total"] >= 0  # no traceback; the torn line is skipped
+
+
+def _diamonds(folder: Path, levels: int) -> Path:
+    for i in range(levels):
+        ext = [f"f{i + 1}a.yaml", f"f{i + 1}b.yaml"] if i < levels - 1 else []
+        for s in "ab":
+            (folder / f"f{i}{s}.yaml").write_text(
+                f"test_suite_config:\n  extends: {json.dumps(ext)}\n  labels: [l{i}{s}]\n"
+            )
+    return folder / "f0a.yaml"
+
+
+def test_a_chain_of_extends_diamonds_is_read_once_per_file(tmp_path: Path) -> None:
+    import time
+
+    from ootest.config.load import load_config
+
+    tried("configs")
+    top = _diamonds(tmp_path, 18)  # 2**17 reads before: minutes, then MemoryError
+    started = time.perf_counter()
+    cfg = load_config(top)
+    assert time.perf_counter() - started < 10
+    assert len(cfg.sources) == 35  # every file once
+    assert len(cfg.suite.labels) == 35

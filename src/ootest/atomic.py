@@ -27,8 +27,11 @@ __all__ = [
     "NotRegularFile",
     "being_written",
     "check_output",
+    "decode_text",
     "describe_os_error",
     "exclusive",
+    "read_bounded",
+    "read_text_bounded",
     "write_atomic",
     "write_output",
 ]
@@ -197,3 +200,53 @@ def being_written(path: Path) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+# Note [Bounded reads of named files]
+# A file a user names (a results file, a supported-ops list, preferences) may be
+# /dev/zero, a FIFO fed forever, or not UTF-8: read at most a bound, and say in one
+# line what was found instead of a traceback or a hang.
+
+#: Bytes read at most from a file a command was handed (a results file of 23,000
+#: variants is ~20 MB).
+MAX_INPUT_BYTES = 512 * 2**20
+
+
+def read_bounded(path: Path, what: str, *, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of ``path`` (``what`` names it: ``--results``), at most ``limit``;
+    one :class:`~ootest.errors.UserError` line for anything unreadable or larger."""
+    from ootest.errors import UserError
+
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as e:
+        if isinstance(e, IsADirectoryError):
+            raise UserError(f"{what} {path}: is a folder; expected a file") from None
+        raise UserError(f"{what} {path}: cannot read it ({e.strerror or e})") from None
+    if len(data) > limit:
+        raise UserError(
+            f"{what} {path}: expected at most {limit:,} bytes; found more (a device or an "
+            "endless stream?)"
+        )
+    return data
+
+
+def read_text_bounded(path: Path, what: str, *, limit: int = MAX_INPUT_BYTES) -> str:
+    """:func:`read_bounded`, decoded as UTF-8 (one line naming the first bad byte)."""
+    return decode_text(read_bounded(path, what, limit=limit), f"{what} {path}")
+
+
+def decode_text(data: bytes, where: str) -> str:
+    """``data`` as UTF-8, or one :class:`~ootest.errors.UserError` line at
+    ``where:LINE`` naming the first byte that is not."""
+    from ootest.errors import UserError
+
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise UserError(
+            f"{where}:{line}: expected UTF-8 text; found the byte 0x{data[e.start]:02x}, "
+            "which is not; save the file as UTF-8"
+        ) from None

@@ -51,7 +51,31 @@ def _parser() -> argparse.ArgumentParser:
     from ootest.cli import select_cmd
 
     select_cmd.add_parser(sub)
+    _bound_ints(p)
     return p
+
+
+def _int64(text: str) -> int:
+    """An integer argument: SQLite and C take at most 64 bits (``--limit
+    99999999999999999999`` was an OverflowError traceback)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer; found {text!r}") from None
+    if not -(2**63) <= n < 2**63:
+        raise argparse.ArgumentTypeError(f"expected an integer below 2**63; found {text}")
+    return n
+
+
+def _bound_ints(p: argparse.ArgumentParser) -> None:
+    """Every ``type=int`` option of every subcommand takes :func:`_int64` (one place,
+    so a new option cannot forget it)."""
+    for action in p._actions:
+        if action.type is int:
+            action.type = _int64
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _bound_ints(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1018,6 +1018,10 @@ def _load_doc(
                     )
                 ]
             )
+        if _norm(target) in {_norm(s.resolve()) for s in sources}:
+            # reached along another path already (a diamond): applied once, where first
+            # reached; read again, a chain of diamonds cost 2**n (issue 28 item 15)
+            continue
         base, _, base_relay = _load_doc(target, (*stack, _norm(target)), sources, env, names)
         composed = base if composed is None else _compose(composed, base)
         inherited = base_relay or inherited

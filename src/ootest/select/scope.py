@@ -220,17 +220,17 @@ def read_prefs(path: Path) -> Prefs:
     """The preferences file; one ``file:line: key: message`` error for anything off."""
     import yaml
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise UserError(f"--prefs {path}: cannot read it: {e.strerror or e}") from None
+    from ootest.atomic import read_text_bounded
+    from ootest.config.smallyaml import load
+
+    text = read_text_bounded(path, "--prefs", limit=16 * 2**20)
     try:
         node = yaml.compose(text)
-        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         raise UserError(f"{where}: expected YAML; found a syntax error; fix the syntax") from None
+    data = load(text, str(path), unique_keys=True)  # bounded; a key given twice is an error
     if data is None:
         return Prefs(source=str(path))
 
@@ -509,16 +509,17 @@ def read_scope(path: Path) -> tuple[Scope, dict[str, str], str]:
     """(the scope, area per excluded file, the preferences' notes for a model
     judge) from the YAML ``select scope`` writes, or from a list of file keys
     (one a line: in scope; a line ``!KEY`` excludes one; no notes)."""
-    import yaml
 
+    from ootest.atomic import read_text_bounded
+    from ootest.config.smallyaml import load
+
+    text = read_text_bounded(path, "--scope", limit=16 * 2**20)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise UserError(f"--scope {path}: cannot read it: {e.strerror or e}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        data = None
+        data = load(text, str(path))
+    except UserError:
+        if text.lstrip().startswith(("files:", "excluded:", "{")):
+            raise  # meant as YAML: say what is wrong with it
+        data = None  # a list of file keys
     if isinstance(data, dict) and "files" in data:
         try:
             keys = {str(f["path"]) for f in data.get("files") or []}
