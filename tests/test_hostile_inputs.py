@@ -743,3 +743,55 @@ def test_a_chain_of_extends_diamonds_is_read_once_per_file(tmp_path: Path) -> No
     assert time.perf_counter() - started < 10
     assert len(cfg.sources) == 35  # every file once
     assert len(cfg.suite.labels) == 35
+
+
+# ---------------------------------------------------------------- item 16: a recording that dies
+_DIES = """\
+import os, signal, sys, time
+import torch
+x = torch.ones(3)
+for _ in range(4):
+    y = x * 2
+time.sleep(1.1)  # a snapshot of the counts goes to the journal at the next call
+y = x * 2
+z = torch.cat([x, y])
+sys.stdout.flush()
+{death}
+"""
+
+
+@pytest.mark.parametrize("death", ["segfault", "sigkill", "sigterm", "sigint"])
+def test_model_record_keeps_the_calls_of_a_script_that_dies(tmp_path: Path, death: str) -> None:
+    import importlib.util
+    import signal as sig
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("recording needs torch")
+    tried("recordings")
+    how = {
+        "segfault": "import ctypes; ctypes.string_at(0)",
+        "sigkill": "os.kill(os.getpid(), signal.SIGKILL)",
+        "sigterm": "os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)",
+        "sigint": "os.killpg(0, signal.SIGINT); time.sleep(5)",  # Ctrl-C: the group gets it
+    }[death]
+    (tmp_path / "m.py").write_text(_DIES.format(death=how))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    r = subprocess.run([sys.executable, "-m", "ootest.cli", "model", "record", "--tag", "model__x",
+                        "--", sys.executable, "m.py"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=120, start_new_session=True)  # fmt: skip
+    assert "Traceback" not in r.stderr or death in ("sigint",), r.stderr
+    assert r.returncode == (130 if death == "sigint" else 1), r.stderr
+    expect = {
+        "segfault": "ootest: the script died (SIGSEGV): ops.yaml holds the calls recorded",
+        "sigkill": "ootest: the script died (SIGKILL): ops.yaml holds the calls recorded",
+        "sigterm": f"ootest: the script exited with {128 + sig.SIGTERM}: ops.yaml holds",
+        "sigint": "ootest: the script exited with 1: ops.yaml holds",
+    }[death]
+    assert expect in r.stderr, r.stderr
+    import yaml
+
+    doc = yaml.safe_load((tmp_path / "ops.yaml").read_text())
+    calls = doc["test_suite_config"]["files"][0]["tests"][0]["edits"]["ops"]["include"]
+    by_name = {c["name"]: c for c in calls}
+    assert set(by_name) == {"torch.ones", "torch.Tensor.mul", "torch.cat"}
+    assert by_name["torch.Tensor.mul"]["count"] >= 4  # counts as of the last snapshot
