@@ -795,3 +795,22 @@ def test_model_record_keeps_the_calls_of_a_script_that_dies(tmp_path: Path, deat
     by_name = {c["name"]: c for c in calls}
     assert set(by_name) == {"torch.ones", "torch.Tensor.mul", "torch.cat"}
     assert by_name["torch.Tensor.mul"]["count"] >= 4  # counts as of the last snapshot
+
+
+# ---------------------------------------------------------------- the count
+#: Inputs the whole suite tries (each section's cases; raise it with a new case).
+EXPECTED_INPUTS = 65
+
+
+def test_the_count_of_inputs(request: pytest.FixtureRequest) -> None:
+    """Runs last (file order): prints how many hostile inputs were tried, and pins
+    the number when the whole suite ran."""
+    total = sum(CASES.values())
+    parts = ", ".join(f"{k} {v}" for k, v in sorted(CASES.items()))
+    print(f"\nhostile inputs tried: {total} ({parts})")
+    ran = {getattr(i, "originalname", i.name) for i in request.session.items}
+    if ran >= _ALL_TESTS:  # the whole suite, not a -k subset
+        assert total == EXPECTED_INPUTS, parts
+
+
+_ALL_TESTS = {n for n in dict(globals()) if n.startswith("test_")}

@@ -162,8 +162,13 @@ def exclusive(path: Path, busy: str, *, wait: float = 0.0) -> Iterator[None]:
 
     from ootest.errors import UserError
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o666)
+    except OSError as e:  # read-only (a file, a folder, a file system), a symlink
+        raise UserError(
+            f"{path}: cannot open it for writing ({e.strerror or e}); pass a writable path"
+        ) from None
     try:
         deadline = time.monotonic() + wait
         said = False
@@ -188,7 +193,7 @@ def being_written(path: Path) -> bool:
     import fcntl
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return False
     try:
