@@ -4,8 +4,11 @@ server, a hosted service): where it is, and one bounded request.
 Shared by ``ootest index summarize`` (memory) and the model judge of ``ootest
 select run``; each keeps its own cache. The HTTP client is passed in
 (``httpx.Client``, with a transport in tests), so nothing here needs a network
-to be tested. The API key is sent as a bearer token and never printed: errors
-name the URL without its user info.
+to be tested. The API key is sent as a bearer token and never printed or
+stored: errors name the URL without its user info, and every error and answer
+passes through :func:`ootest.untrusted.redact` (the key itself and anything that
+looks like a credential: a server may echo ``Bearer sk-...`` back) before a
+caller stores it in a sidecar, a cache or an index (Note [Untrusted text]).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from ootest.errors import UserError
+from ootest.untrusted import for_terminal, redact
 
 if TYPE_CHECKING:
     import httpx
@@ -128,18 +132,24 @@ def chat(
             f"{shown}: request failed: no response within {settings.timeout:g} seconds"
         ) from None
     except httpx.HTTPError as e:
-        raise ChatError(f"{shown}: request failed: {type(e).__name__}: {_plain(str(e))}") from None
+        raise ChatError(
+            f"{shown}: request failed: {type(e).__name__}: {_safe(str(e), settings)}"
+        ) from None
     text = data.decode("utf-8", errors="replace")
     if status != 200:
-        raise ChatError(f"{shown}: HTTP {status}: {text[:300]}")
+        raise ChatError(f"{shown}: HTTP {status}: {_safe(text[:300], settings)}")
     try:
-        return str(json.loads(text)["choices"][0]["message"]["content"]).strip()
+        content = str(json.loads(text)["choices"][0]["message"]["content"]).strip()
     except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         raise ChatError(
-            f"{shown}: expected an OpenAI chat completion, found {json.dumps(text[:200])}"
+            f"{shown}: expected an OpenAI chat completion, found "
+            f"{json.dumps(_safe(text[:200], settings))}"
         ) from None
+    return redact(content, (settings.api_key,))
 
 
-def _plain(text: str) -> str:
-    """An error text without the URLs' user info httpx may quote."""
-    return " ".join(public_url(w) if "://" in w else w for w in text.split())
+def _safe(text: str, settings: LLMSettings) -> str:
+    """A server's text fit for an error message: credentials redacted (the key we
+    sent included), URLs without user info, on one line (Note [Untrusted text])."""
+    plain = " ".join(public_url(w) if "://" in w else w for w in text.split())
+    return for_terminal(redact(plain, (settings.api_key,)))

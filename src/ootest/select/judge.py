@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from ootest.atomic import write_atomic
 from ootest.llm import ChatError, LLMSettings, chat
 from ootest.select.rules import Decision, Evidence
+from ootest.untrusted import redact
 
 if TYPE_CHECKING:
     import httpx
@@ -262,6 +263,7 @@ def weigh(
 ) -> dict[str, Verdict]:
     """Each case's verdict from a model's ``answer`` (Note [Model judge]): pure."""
     lim = lim or Limits()
+    answer = redact(answer)  # an answer cached before redaction (Note [Untrusted text])
     base = {"model": model, "prompt": key}
     by_id = {c.variant_id: c for c in cases}
     try:
