@@ -565,9 +565,15 @@ def test_a_file_that_is_not_a_config_is_not_echoed(tmp_path: Path) -> None:
     r = ootest("config", "validate", "--no-paths", str(cfg))
     assert r.returncode == 1
     out = r.stdout + r.stderr
-    assert "expected a mapping with key 'test_suite_config'" in out
-    assert "characters starting 'root:x:0:0:TOKEN=abc123" in out
-    assert out.count("TOKEN=abc123") <= 3 and len(out) < 1000
+    assert "expected a YAML config file (.yaml or .yml)" in out  # never read
+    assert "TOKEN=abc123" not in out and "root:x" not in out and len(out) < 1000
+    secret.rename(secret.with_suffix(".yaml"))  # a YAML file, but not a config
+    cfg.write_text(f"test_suite_config:\n  extends: [{secret.with_suffix('.yaml')}]\n")
+    r = ootest("config", "validate", "--no-paths", str(cfg))
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "expected a mapping with key 'test_suite_config'" in out
+    assert "characters (not shown: it is not a config)" in out
+    assert "TOKEN=abc123" not in out and "root:x" not in out and len(out) < 1000
 
 
 def test_every_entry_knows_where_it_was_written(tmp_path: Path) -> None:

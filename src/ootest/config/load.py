@@ -354,6 +354,20 @@ def _yaml_type(v: Any) -> str:
 _EXCERPT = 40  # characters of a found value an error message may quote
 
 
+def _shape(v: Any) -> str:
+    """What a file that is not a config holds, quoting none of it: it may be any
+    file (``extends: /etc/shadow``, a ``.env``; Note [Extends roots])."""
+    if isinstance(v, dict):
+        return f"a mapping of {len(v):,} keys"
+    if isinstance(v, list):
+        return "a list"
+    if v is None:
+        return "nothing (null)"
+    if isinstance(v, bool | int | float):
+        return "a single value"
+    return f"text of {len(str(v)):,} characters (not shown: it is not a config)"
+
+
 def _describe(err: Any, loc: Loc, root: type[BaseModel] = Document) -> str:
     typ = err["type"]
     found = err.get("input")
@@ -505,7 +519,7 @@ def _parse(path: Path, raw: bytes) -> tuple[Any, Any]:
                     1,
                     1,
                     "",
-                    f"expected a mapping with key 'test_suite_config'; found {_yaml_type(data)}",
+                    f"expected a mapping with key 'test_suite_config'; found {_shape(data)}",
                 )
             ]
         )
@@ -974,9 +988,25 @@ def _load_doc(
     sources: list[Path],
     env: dict[str, str] | None,
     names: dict[int, tuple[NamePattern, ...]],
+    roots: paths.ExtendsRoots,
 ) -> tuple[TestSuiteConfig, Document, RelayPolicy | None]:
     sources.append(path)
     data, tree = _read(path)
+    if len(stack) > 1 and not (isinstance(data, dict) and "test_suite_config" in data):
+        # an extended file that is not a config: say so, show none of it
+        raise ConfigError(
+            [
+                Problem(
+                    str(path),
+                    1,
+                    1,
+                    "",
+                    "expected a config (a mapping with key 'test_suite_config'); found "
+                    f"{_shape(data)} without it (not shown: it is not a config). Extend only "
+                    "ootest configs",
+                )
+            ]
+        )
     doc, compiled = _validate(path, data, tree, env)
     names.update(compiled)
     relay = doc.relay
@@ -1005,6 +1035,11 @@ def _load_doc(
                     )
                 ]
             )
+        refused = roots.refusal(path, target)
+        if refused is not None:
+            line, col = _position(tree.node, ("test_suite_config", "extends", i))
+            key = f"test_suite_config.extends[{i}]"
+            raise ConfigError([Problem(str(path), line, col, key, refused)])
         if not target.is_file():
             line, col = _position(tree.node, ("test_suite_config", "extends", i))
             raise ConfigError(
@@ -1018,7 +1053,7 @@ def _load_doc(
                     )
                 ]
             )
-        base, _, base_relay = _load_doc(target, (*stack, _norm(target)), sources, env, names)
+        base, _, base_relay = _load_doc(target, (*stack, _norm(target)), sources, env, names, roots)
         composed = base if composed is None else _compose(composed, base)
         inherited = base_relay or inherited
     if composed is not None:
@@ -1121,7 +1156,8 @@ def _load(src: Path, env: dict[str, str] | None) -> _Loaded:
     sources: list[Path] = []
     names: dict[int, tuple[NamePattern, ...]] = {}
     with _no_gc():
-        suite, doc, relay = _load_doc(src, (_norm(src),), sources, env, names)
+        roots = paths.ExtendsRoots(src, env)
+        suite, doc, relay = _load_doc(src, (_norm(src),), sources, env, names, roots)
     return _Loaded(suite, doc, relay, names, sources)
 
 
