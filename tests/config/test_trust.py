@@ -166,3 +166,18 @@ def test_config_validate_never_prints_an_extended_file(tree: dict[str, Path]) ->
         assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert SECRET not in r.stdout + r.stderr and "root:x:0:0" not in r.stderr
+
+
+def test_an_emu_profile_that_is_not_one_is_not_quoted(tmp_path: Path) -> None:
+    """``device: emu:<path>`` names a profile file a pull request may ship: one that
+    extends a symlink to any file gets an error that quotes none of it."""
+    from ootest.device.emu import DeviceError, read_profile
+
+    (tmp_path / "secret.yaml").write_text(f"TOKEN={SECRET}\n" * 50)
+    (tmp_path / "p.yaml").write_text("extends: secret.yaml\n")
+    with pytest.raises(DeviceError) as e:
+        read_profile(str(tmp_path / "p.yaml"))
+    assert str(e.value) == (
+        f"{tmp_path}/secret.yaml:1:1: expected a mapping (description, extends, dtypes, ops, "
+        "op_dtypes, faults), found text of 1,299 characters (not shown: it is not a profile)"
+    )
