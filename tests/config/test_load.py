@@ -702,8 +702,9 @@ def test_cached_config_reports_problems_from_the_file(
     into the file as on a first load."""
     monkeypatch.setenv("OOTEST_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("OOTEST_NO_CACHE", raising=False)
-    p = _big_config(tmp_path, relay="relay:\n  device: ${DEV}")
-    assert load_config(p, env={"DEV": "emu"}).relay.device == "emu"  # type: ignore[union-attr]
+    p = _big_config(tmp_path, relay="relay:\n  device: ${OOTEST_RELAY_DEV}")
+    env = {"OOTEST_RELAY_DEV": "emu"}
+    assert load_config(p, env=env).relay.device == "emu"  # type: ignore[union-attr]
     assert len(list((tmp_path / "cache" / "configs").iterdir())) == 1
 
     def problem() -> str:
@@ -712,8 +713,11 @@ def test_cached_config_reports_problems_from_the_file(
         (found,) = ei.value.problems
         return str(found)
 
-    line = p.read_text().splitlines().index("  device: ${DEV}") + 1
-    want = f"{p}:{line}:11: relay.device: undefined variable ${{DEV}}; export DEV=... or remove it"
+    line = p.read_text().splitlines().index("  device: ${OOTEST_RELAY_DEV}") + 1
+    want = (
+        f"{p}:{line}:11: relay.device: undefined variable ${{OOTEST_RELAY_DEV}}; export "
+        "OOTEST_RELAY_DEV=... or remove it"
+    )
     assert problem() == want  # from the cache
     monkeypatch.setenv("OOTEST_NO_CACHE", "1")
     assert problem() == want  # from the file

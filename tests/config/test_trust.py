@@ -4,6 +4,7 @@ are gathered here; each test prints how many it tried (``-s`` shows it)."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -181,3 +182,125 @@ def test_an_emu_profile_that_is_not_one_is_not_quoted(tmp_path: Path) -> None:
         f"{tmp_path}/secret.yaml:1:1: expected a mapping (description, extends, dtypes, ops, "
         "op_dtypes, faults), found text of 1,299 characters (not shown: it is not a profile)"
     )
+
+
+# ------------------------------------------------------------------ items 2 and 3
+EVENT = Path(__file__).resolve().parent.parent / "fixtures" / "crcr" / "pull_request_opened.json"
+ALLOWED = (
+    "expected a variable meant for relay: (OOTEST_DEVICE or OOTEST_RELAY_*); found "
+    "${{{0}}}. Write the value, or export it under a name starting OOTEST_RELAY_"
+)
+HIDDEN = "found the value of {} (not shown: it comes from the environment)"
+#: (relay: section, environment, the problem's key and message); the environment
+#: always holds GH_TOKEN, a secret that must never show
+RELAY_CONFIGS = [
+    ("pr_label: 'ciflow/${GH_TOKEN}'", {}, "relay.pr_label", ALLOWED.format("GH_TOKEN")),
+    ("device: '${GH_TOKEN}'", {}, "relay.device", ALLOWED.format("GH_TOKEN")),
+    ("branches: [main, '${GH_TOKEN}']", {}, "relay.branches[1]", ALLOWED.format("GH_TOKEN")),
+    ("push_tags: ['${HOME}']", {}, "relay.push_tags[0]", ALLOWED.format("HOME")),
+    ("pr_label: '${OOTEST_RELAY_}'", {}, "relay.pr_label", ALLOWED.format("OOTEST_RELAY_")),
+    (
+        "device: '${OOTEST_RELAY_DEV}'",
+        {"OOTEST_RELAY_DEV": SECRET},
+        "relay.device",
+        "expected a backend name of 1-40 lowercase letters or '_', starting with a letter "
+        "(what torch.device() accepts for a privateuse1 backend); "
+        + HIDDEN.format("${OOTEST_RELAY_DEV}"),
+    ),
+    (
+        "landed: '${OOTEST_RELAY_LANDED}'",
+        {"OOTEST_RELAY_LANDED": SECRET},
+        "relay.landed",
+        "expected true or false; " + HIDDEN.format("${OOTEST_RELAY_LANDED}"),
+    ),
+    (
+        "pr_label: 'ciflow/${OOTEST_RELAY_X}/{oops}'",
+        {"OOTEST_RELAY_X": SECRET},
+        "relay.pr_label",
+        "expected a label whose only placeholder is {device}; "
+        + HIDDEN.format("ciflow/${OOTEST_RELAY_X}/{oops}"),
+    ),
+    # item 3: a fixed substitution, checked by config validate
+    *[
+        (
+            f"pr_label: '{label}'",
+            {},
+            "relay.pr_label",
+            f"expected a label whose only placeholder is {{device}}; found {shown!r}. "
+            "Remove it (braces are not allowed otherwise)",
+        )
+        for label, shown in [
+            ("ciflow/{x}", "{x}"),
+            ("ciflow/{device.__class__}", "{device.__class__}"),
+            ("ciflow/{device!r}", "{device!r}"),
+            ("ciflow/{device:>99999999}", "{device:>99999999}"),
+            ("ciflow/{0}", "{0}"),
+            ("ciflow/{}", "{}"),
+            ("ciflow/{device", "{"),
+            ("ciflow/device}", "}"),
+            ("{{device}}", "{"),
+            ("ciflow/{" + "d" * 60 + "}", "{" + "d" * 36 + "..."),
+        ]
+    ],
+]
+
+
+def test_relay_expands_only_its_variables_and_never_shows_their_values(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    for section, more, key, message in RELAY_CONFIGS:
+        cfg.write_text(f"test_suite_config: {{}}\nrelay:\n  {section}\n")
+        env = {"GH_TOKEN": SECRET, "HOME": "/root", **more}
+        got = _problems(cfg, env)
+        assert len(got) == 1 and got[0].startswith(f"{cfg}:3:"), got
+        assert got[0].split(": ", 1)[1] == f"{key}: {message}", section
+        assert SECRET not in got[0]
+    print(f"relay: {len(RELAY_CONFIGS)} hostile relay sections refused")
+
+
+def test_relay_gate_prints_the_written_variable_not_its_value(tmp_path: Path) -> None:
+    from ootest.relay.gate import gate, load_policy, parse_envelope, read_event
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "test_suite_config: {}\nrelay:\n  device: '${OOTEST_DEVICE}'\n"
+        "  pr_label: 'ciflow/${OOTEST_RELAY_TEAM}/{device}'\n"
+    )
+    env = {"OOTEST_DEVICE": "secretdev", "OOTEST_RELAY_TEAM": SECRET, "GH_TOKEN": SECRET}
+    r = ootest("relay", "gate", str(EVENT), "--config", str(cfg), env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ("skip: PR #161803 opened: no label ciflow/${OOTEST_RELAY_TEAM}/{device}\n")
+    own = tmp_path / "own.yaml"  # a label of its own, the device from the environment
+    own.write_text("test_suite_config: {}\nrelay:\n  device: '${OOTEST_DEVICE}'\n")
+    r = ootest("relay", "gate", str(EVENT), "--config", str(own), "--json", env=env)
+    assert json.loads(r.stdout)["reason"] == (
+        "PR #161803 opened: no label ciflow/crcr/${OOTEST_DEVICE}"
+    )
+    assert "secretdev" not in r.stdout + r.stderr
+    # the values are used all the same; --device is the command line's, shown
+    os.environ["OOTEST_DEVICE"] = "spyre"
+    try:
+        policy = load_policy(str(own), None)
+        assert (policy.device, policy.label()) == ("spyre", "ciflow/crcr/spyre")
+        with_cli = load_policy(str(own), "npu")
+        event = parse_envelope(*read_event(str(EVENT)))
+        assert gate(event, with_cli).reason == "PR #161803 opened: no label ciflow/crcr/npu"
+    finally:
+        del os.environ["OOTEST_DEVICE"]
+    r = ootest("config", "show", "--no-paths", str(cfg), env=env)
+    assert r.returncode == 0, r.stderr
+    assert "device: ${OOTEST_DEVICE}" in r.stdout
+    assert "pr_label: ciflow/${OOTEST_RELAY_TEAM}/{device}" in r.stdout
+    assert SECRET not in r.stdout and "secretdev" not in r.stdout
+
+
+def test_a_label_is_substituted_not_formatted() -> None:
+    from pydantic import ValidationError
+
+    from ootest.relay.policy import RelayPolicy
+
+    assert RelayPolicy(device="npu", pr_label="ciflow/{device}/{device}").label() == (
+        "ciflow/npu/npu"
+    )
+    assert RelayPolicy(pr_label="plain-label").label() == "plain-label"
+    with pytest.raises(ValidationError):
+        RelayPolicy(pr_label="ciflow/{device.__init__.__globals__}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import dataclasses
 import difflib
 import gc
 import hashlib
@@ -41,7 +42,7 @@ from ootest.config.model import (
     TestSuiteConfig,
 )
 from ootest.config.names import NamePattern, NameSyntaxError
-from ootest.config.relay_policy import RelayPolicy
+from ootest.config.relay_policy import RelayPolicy, relay_var
 from ootest.config.resolved import Config, ResolvedFile
 from ootest.config.when import Context, holds
 from ootest.errors import ConfigError, Problem
@@ -753,32 +754,67 @@ def _problems(path: Path, node: Any, e: ValidationError, root: type[BaseModel]) 
     return problems
 
 
-def _expand_relay(path: Path, tree: _Tree, data: Any, env: dict[str, str]) -> list[Problem]:
-    """``${VAR}`` in the strings of ``relay:`` (and its lists), before validation."""
+def _expand_relay(
+    path: Path, tree: _Tree, data: Any, env: dict[str, str]
+) -> tuple[list[Problem], dict[str, Any]]:
+    """``${VAR}`` in the strings of ``relay:`` (and its lists), before validation:
+    only the variables of Note [Relay variables]. Returns the problems and, for
+    each field the environment gave, what was written."""
     relay = data.get("relay")
     if not isinstance(relay, dict):
-        return []
+        return [], {}
     problems: list[Problem] = []
+    written: dict[str, Any] = {}
 
     def expand(value: Any, loc: Loc) -> Any:
         if isinstance(value, list):
-            return [expand(v, (*loc, i)) for i, v in enumerate(value)]
+            items = [expand(v, (*loc, i)) for i, v in enumerate(value)]
+            # a list with an item left out is left out: only the variable is reported
+            lost = any(x is None and v is not None for x, v in zip(items, value, strict=True))
+            return None if lost else items
         if not isinstance(value, str) or "${" not in value:
             return value
-        text, missing = paths.expand(value, env)
+        refused = [n for n in paths.VAR.findall(value) if paths.IDENT.match(n) and not relay_var(n)]
+        text, missing = paths.expand(value, {k: v for k, v in env.items() if relay_var(k)})
         for name in missing:
             if not paths.IDENT.match(name):
                 msg = f"expected a variable name in ${{...}}; found {name!r}"
+            elif name in refused:
+                msg = (
+                    f"expected a variable meant for relay: (OOTEST_DEVICE or OOTEST_RELAY_*); "
+                    f"found ${{{name}}}. Write the value, or export it under a name "
+                    "starting OOTEST_RELAY_"
+                )
             else:
                 msg = f"undefined variable ${{{name}}}; export {name}=... or remove it"
             line, col = _position(tree.node, loc)
             problems.append(Problem(str(path), line, col, _key_path(loc), msg))
-        # left out when a variable is missing: only the variable is reported
-        return None if missing else text
+        if missing:
+            return None  # left out when a variable is missing: only the variable is reported
+        written[str(loc[1])] = relay[loc[1]]
+        return text
 
     out = {k: expand(v, ("relay", k)) for k, v in relay.items()}
     data["relay"] = {k: v for k, v in out.items() if v is not None or relay[k] is None}
-    return problems
+    return problems, written
+
+
+def _hide_env(problems: list[Problem], written: dict[str, Any]) -> list[Problem]:
+    """Problems of relay fields the environment gave, saying what was written
+    instead of what was found (Note [Relay variables])."""
+    out = []
+    for p in problems:
+        field = p.key_path.split(".")[1].split("[")[0] if p.key_path.startswith("relay.") else ""
+        if field in written:
+            head, sep, _ = p.message.partition("found ")
+            if sep:
+                p = dataclasses.replace(
+                    p,
+                    message=f"{head}found the value of {written[field]} (not shown: it comes "
+                    "from the environment)",
+                )
+        out.append(p)
+    return out
 
 
 def _compile_names(
@@ -811,7 +847,7 @@ def _compile_names(
 def _validate(
     path: Path, data: Any, tree: _Tree, env: dict[str, str] | None = None
 ) -> tuple[Document, dict[int, tuple[NamePattern, ...]]]:
-    problems = _expand_relay(path, tree, data, dict(os.environ) if env is None else env)
+    problems, from_env = _expand_relay(path, tree, data, dict(os.environ) if env is None else env)
     cases: CasesDocument | None = None
     if "cases" in data:
         # Torch Spyre's model-case files: top-level model/default(s)/cases, checked on
@@ -826,9 +862,11 @@ def _validate(
     try:
         doc = Document.model_validate(data)
     except ValidationError as e:
-        problems += _problems(path, tree.node, e, Document)
+        problems += _hide_env(_problems(path, tree.node, e, Document), from_env)
     if problems:
         raise ConfigError(problems) from None
+    if doc.relay is not None:
+        doc.relay._from_env = from_env
     compiled, problems = _compile_names(path, tree, doc.test_suite_config)
     if problems:
         raise ConfigError(problems)
