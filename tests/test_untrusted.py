@@ -85,3 +85,11 @@ def test_control_characters_are_escaped(text: str, shown: str) -> None:
 
 def test_count() -> None:
     print(f"for_terminal: {len(CONTROL)} hostile texts tried")
+
+
+def test_the_relay_s_answers_are_printed_redacted_and_escaped() -> None:
+    from ootest.relay.report import remote_text
+
+    jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJyZXBvOngifQ.c2lnbmF0dXJlLXZhbHVl"
+    got = remote_text(f"invalid token {jwt}\n::add-mask::x \x1b[2J Bearer {jwt}")
+    assert got == "invalid token [redacted] : :add-mask: :x \\x1b[2J Bearer [redacted]"

@@ -21,7 +21,8 @@ makes it one for ``self.device_type`` = the privateuse1 backend's name:
   must): ``deviceCountAtLeast(n)`` with n > 1 (the device count is not known
   here), ``skipPRIVATEUSE1If(cond)`` and ``unittest.skipIf(cond)`` with a
   condition that is not a literal, ``largeTensorTest(size, device="cpu")``
-  (host memory).
+  (host memory). :func:`conditional` names these: no skip for the rules, but a
+  fact of the variant the model judge may cite (Note [Judge citations]).
 """
 
 from __future__ import annotations
