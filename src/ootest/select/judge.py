@@ -4,8 +4,9 @@ Note [Model judge]
 Off unless ``select run --judge`` asks for it. Only variants the rules decide
 ``no_evidence`` (Note [Selection rules]) are shown to a model behind an
 OpenAI-compatible chat API (:mod:`ootest.llm`), in batches; for each it sees the
-facts the memory and the op map hold — its ID and dtypes, its test's decorators,
-the ops it calls and why they may differ per device, how it ended on the
+facts the memory and the op map hold — its ID and dtypes, its test's decorators
+(those that gate a device apart), the ops it calls and why they may differ per
+device, those the backend lacks, the failures seen for it, how it ended on the
 reference device, why the rules left it open — with the backend's declared
 dtypes and the team's ``notes`` from the scope preferences. It answers JSON: per
 variant a bucket, the facts it rests on and one sentence why.
@@ -27,7 +28,7 @@ A proposal is accepted only when
 
 Test-derived text (IDs, decorators, op names, messages) enters the prompt as
 JSON strings under a line saying it is data: a newline in a test name is
-``\n`` inside quotes, never a line of the prompt.
+``\\n`` inside quotes, never a line of the prompt.
 
 Anything else — no valid citation, another bucket, no proposal, an answer that
 is not the JSON asked for, a request that failed or timed out — leaves the
