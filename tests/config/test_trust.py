@@ -296,7 +296,7 @@ def test_relay_gate_prints_the_written_variable_not_its_value(tmp_path: Path) ->
 def test_a_label_is_substituted_not_formatted() -> None:
     from pydantic import ValidationError
 
-    from ootest.relay.policy import RelayPolicy
+    from ootest.config.relay_policy import RelayPolicy
 
     assert RelayPolicy(device="npu", pr_label="ciflow/{device}/{device}").label() == (
         "ciflow/npu/npu"
