@@ -110,9 +110,11 @@ def _console() -> Any:
 
 
 def _esc(text: object) -> str:
-    from rich.markup import escape
+    """Text from a capture (IDs, errors) for the console: control characters and
+    rich's markup escaped (Note [Untrusted text])."""
+    from ootest.untrusted import for_rich
 
-    return escape(str(text))
+    return for_rich(text)
 
 
 def _dump(data: Any) -> int:

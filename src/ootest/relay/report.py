@@ -28,6 +28,7 @@ from ootest.atomic import write_atomic
 from ootest.errors import UserError
 from ootest.relay import limits
 from ootest.relay.limits import MAX_DEPTH
+from ootest.untrusted import for_terminal, redact
 
 AUDIENCE = "pytorch-cross-repo-ci-relay"
 CONCLUSIONS = ("success", "failure", "cancelled", "skipped", "timed_out", "neutral")
@@ -114,9 +115,10 @@ def _now() -> str:
 def remote_text(text: str, limit: int = 200) -> str:
     """Text from the relay, safe to print in a CI log: one line, short, and no
     ``::`` (a line starting ``::add-mask::`` or ``::set-output`` would be a GitHub
-    Actions workflow command)."""
+    Actions workflow command), control characters escaped and credentials (the
+    relay may echo the OIDC token back) redacted (Note [Untrusted text])."""
     flat = " ".join(text.split())[:limit]
-    return flat.replace("::", ": :")
+    return for_terminal(redact(flat)).replace("::", ": :")
 
 
 def build_body(

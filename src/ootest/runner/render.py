@@ -152,8 +152,9 @@ def print_summary(
     extra: list[str] | None = None,
 ) -> None:
     from rich.console import Console
-    from rich.markup import escape as esc
     from rich.table import Table
+
+    from ootest.untrusted import for_rich as esc  # Note [Untrusted text]
 
     console = Console(width=max(Console().width, 120))
     table = Table(title="ootest summary")
@@ -256,8 +257,9 @@ def _cell(outcome: str, n: int) -> str:
 def print_trend(t: Trend, limit: int) -> None:
     """Outcome counts per run and the variants that changed between the last two."""
     from rich.console import Console
-    from rich.markup import escape as esc
     from rich.table import Table
+
+    from ootest.untrusted import for_rich as esc  # Note [Untrusted text]
 
     console = Console(width=max(Console().width, 120))
     runs = Table(title="outcomes per run (oldest first)")
