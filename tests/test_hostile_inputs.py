@@ -804,12 +804,15 @@ EXPECTED_INPUTS = 65
 
 def test_the_count_of_inputs(request: pytest.FixtureRequest) -> None:
     """Runs last (file order): prints how many hostile inputs were tried, and pins
-    the number when the whole suite ran."""
+    the number when the whole suite ran in this process (under xdist each worker
+    tries its share: printed, not pinned; ``pytest tests/test_hostile_inputs.py``
+    pins it)."""
     total = sum(CASES.values())
     parts = ", ".join(f"{k} {v}" for k, v in sorted(CASES.items()))
-    print(f"\nhostile inputs tried: {total} ({parts})")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    print(f"\nhostile inputs tried{f' by {worker}' if worker else ''}: {total} ({parts})")
     ran = {getattr(i, "originalname", i.name) for i in request.session.items}
-    if ran >= _ALL_TESTS:  # the whole suite, not a -k subset
+    if ran >= _ALL_TESTS and not worker:  # the whole suite, not a -k subset or a share
         assert total == EXPECTED_INPUTS, parts
 
 
