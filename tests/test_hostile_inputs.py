@@ -351,6 +351,23 @@ def test_index_build_reads_only_regular_files_inside_the_roots(
         assert leak not in out
 
 
+def test_index_build_warnings_escape_file_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file name from the tree is text: a newline in it cannot start a workflow
+    command of its own, an escape cannot colour the log (Note [Untrusted text])."""
+    monkeypatch.chdir(tmp_path)
+    t = tmp_path / "t"
+    t.mkdir()
+    (t / "test_good.py").write_text(_GOOD)
+    (t / "test_x\n::error::pwned\x1b[31m.py").symlink_to(t / "gone.py")
+    tried("test trees", 1)
+    rc, _, err = cli(capsys, "index", "build", "--root", "t", "--static-only", "--db", "m.db")
+    assert rc == 0, err
+    assert "\x1b" not in err and not any(line.startswith("::") for line in err.splitlines())
+    assert "test_x\\n::error::pwned\\x1b[31m.py" in err
+
+
 _DEEP = {
     "sum_500": "x = " + "1 + " * 500 + "1\n",
     "unary_100000": "x = " + "-" * 100_000 + "1\n",
@@ -799,7 +816,7 @@ def test_model_record_keeps_the_calls_of_a_script_that_dies(tmp_path: Path, deat
 
 # ---------------------------------------------------------------- the count
 #: Inputs the whole suite tries (each section's cases; raise it with a new case).
-EXPECTED_INPUTS = 65
+EXPECTED_INPUTS = 66
 
 
 def test_the_count_of_inputs(request: pytest.FixtureRequest) -> None:

@@ -190,10 +190,14 @@ def build(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"summary": report.summary(), **report.to_json()}, indent=2))
         return 0
+    from ootest.untrusted import for_terminal
+
+    # file names, test IDs and parse errors come from the test tree (Note [Untrusted text])
     print(report.summary())
-    print(report.details())
+    for line in report.details().splitlines():
+        print(for_terminal(line))
     for w in report.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {for_terminal(w)}", file=sys.stderr)
     return 0
 
 
