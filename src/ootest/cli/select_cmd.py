@@ -83,6 +83,7 @@ def add_parser(sub: Any) -> None:
 
     _add_audit(ssub)
     add_review(ssub)  # ootest select review (cli/review_cmd.py)
+    _add_refresh(ssub)
 
 
 def _add_capabilities(p: argparse.ArgumentParser) -> None:
@@ -409,3 +410,93 @@ def _judging(args: argparse.Namespace) -> Any:
         timeout=args.judge_timeout,
         batch=args.judge_batch,
     )
+
+
+# ------------------------------------------------------------------ refresh
+# (select/refresh.py, Note [Refresh]; docs/select.md "Refresh")
+
+
+def _add_refresh(ssub: Any) -> None:
+    f = ssub.add_parser(
+        "refresh",
+        help="a whole upgrade in one command: index, diff, re-decide, run, refine, write",
+        description="Build the memory of the installed torch and test tree, re-decide what "
+        "changed since --memory (select run --since), run those variants on the device, "
+        "refine from that run, and write the config, its evidence, the review page and a "
+        "pull-request body. Resumable: a killed refresh goes on at the step it was in "
+        "when run again. Extra arguments after -- go to pytest.",
+    )
+    f.add_argument("--config", type=Path, required=True, metavar="SUITE.yaml")
+    f.add_argument(
+        "--memory",
+        type=Path,
+        required=True,
+        metavar="OLD.db",
+        help="the memory the config was decided from; replaced by the new one at the end",
+    )
+    f.add_argument(
+        "--root",
+        dest="roots",
+        action="extend",
+        nargs="+",
+        required=True,
+        type=Path,
+        metavar="PATH",
+        help="the test tree of the installed torch (as index build --root)",
+    )
+    f.add_argument(
+        "--work",
+        type=Path,
+        metavar="DIR",
+        help="state, new memory, run, review page and PR body (default: SUITE.refresh/)",
+    )
+    f.add_argument("--ops", type=Path, metavar="DB", help="op map (ops capture)")
+    _add_capabilities(f)
+    f.add_argument("--reference", type=Path, action="append", default=[], metavar="JSONL")
+    f.add_argument("--results", type=Path, action="append", default=[], metavar="JSONL")
+    f.add_argument("--replay", type=Path, metavar="JSONL", help="the op map's calls replayed")
+    f.add_argument("--scope", type=Path, metavar="FILE", help="select scope output")
+    f.add_argument("-k", type=int, default=2, help="clean passes before mandatory (default 2)")
+    f.add_argument("--max-rtol", type=float, default=None, help="as select refine --max-rtol")
+    f.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="per-test timeout of the run (default: the config's 'timeout:', else 300)",
+    )
+    f.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="index processes")
+    f.add_argument(
+        "--torch-db",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="index the installed torch's op_db, module_db... (default: as --memory was built)",
+    )
+    f.add_argument("--fresh", action="store_true", help="start over, whatever --work holds")
+    _add_judge(f)
+    f.set_defaults(func=refresh, variants=[], root_var="TORCH_ROOT")
+
+
+def refresh(args: argparse.Namespace) -> int:
+    from ootest.select.refresh import Refresh
+    from ootest.select.refresh import refresh as do_refresh
+
+    check_timeout(args.timeout, "--timeout")
+    job = Refresh(
+        config=args.config,
+        memory=args.memory,
+        roots=tuple(args.roots),
+        inputs=_inputs(args, _judging(args)),
+        work=args.work,
+        k=args.k,
+        max_rtol=args.max_rtol,
+        timeout=args.timeout,
+        torch_db=args.torch_db,
+        jobs=args.jobs,
+        pytest_args=tuple(args.pytest_args or ()),
+        fresh=args.fresh,
+    )
+    done = do_refresh(job, say=lambda m: print(m, file=sys.stderr, flush=True))
+    print(f"ootest: refresh: {'changed' if done.changed else 'unchanged'} {args.config}")
+    print(f"  pull-request body: {done.pr_body}")
+    print(f"  review page: {done.review}")
+    return 0
