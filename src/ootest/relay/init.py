@@ -593,22 +593,24 @@ def init(
         )
     generated_by = version if version is not None else ootest_version()
     pin, pin_note = ootest_pin(generated_by)
+    common = {  # what both workflows are made of
+        "device": device,
+        "config": "ootest.yaml",
+        "checkout": CHECKOUT,
+        "setup_python": SETUP_PYTHON,
+        "upload": UPLOAD,
+        "download": DOWNLOAD,
+        "cache_restore": CACHE_RESTORE,
+        "cache_save": CACHE_SAVE,
+        "version": generated_by,
+        "pin": pin,
+        "pin_note": pin_note,
+        "runs_on": "[" + ", ".join(f'"{label}"' for label in labels) + "]",
+        "runs_on_comment": ", ".join(labels),
+    }
     files = {
         directory / ".github" / "workflows" / f"crcr-{device}.yml": WORKFLOW.format(
-            device=device,
-            config="ootest.yaml",
-            checkout=CHECKOUT,
-            setup_python=SETUP_PYTHON,
-            upload=UPLOAD,
-            download=DOWNLOAD,
-            cache_restore=CACHE_RESTORE,
-            cache_save=CACHE_SAVE,
-            shards=shards,
-            version=generated_by,
-            pin=pin,
-            pin_note=pin_note,
-            runs_on="[" + ", ".join(f'"{label}"' for label in labels) + "]",
-            runs_on_comment=", ".join(labels),
+            shards=shards, **common
         ),
         directory / "ootest.yaml": CONFIG.format(device=device, module=module),
         directory / "scripts" / "crcr_build.sh": BUILD,
@@ -619,23 +621,11 @@ def init(
 
         path = directory / ".github" / "workflows" / f"ootest-refresh-{device}.yml"
         files[path] = REFRESH.format(
-            device=device,
             backend=f"{module}:{device}",
-            config="ootest.yaml",
             evidence=sidecar_path(Path("ootest.yaml")).name,
             branch=f"ootest/refresh-{device}",
             cron=refresh,
-            checkout=CHECKOUT,
-            setup_python=SETUP_PYTHON,
-            upload=UPLOAD,
-            download=DOWNLOAD,
-            cache_restore=CACHE_RESTORE,
-            cache_save=CACHE_SAVE,
-            version=generated_by,
-            pin=pin,
-            pin_note=pin_note,
-            runs_on="[" + ", ".join(f'"{label}"' for label in labels) + "]",
-            runs_on_comment=", ".join(labels),
+            **common,
         )
     existing = [p for p in files if p.exists()]
     if existing and not force:
