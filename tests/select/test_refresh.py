@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -210,8 +211,6 @@ def test_a_config_changed_while_a_refresh_waits_is_an_error(
         fh.write("# a person's edit\n")
     with pytest.raises(UserError, match=r"--config .*suite\.yaml: changed since the refresh in "):
         _refresh(_job(built, at), Device())
-    from dataclasses import replace
-
     done = _refresh(replace(_job(built, at), fresh=True), Device())  # --fresh starts over
     assert done.resumed_at is None and done.done[-1] == "write"
 
@@ -226,4 +225,41 @@ def test_the_command_says_what_it_needs(tmp_path: Path, capsys: pytest.CaptureFi
         f"ootest: error: --config {tmp_path}/suite.yaml: expected its evidence file "
         f"{tmp_path}/suite.evidence.jsonl next to it (written by 'ootest select run'); "
         "refresh a config ootest selected\n"
+    )
+
+
+def test_nothing_changed_upstream_leaves_the_config_and_the_memory(
+    built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at = _setup(built, tmp_path / "a", capsys)
+    before = {p.name: p.read_bytes() for p in at.iterdir() if p.is_file()}
+    said: list[str] = []
+    done = refresh(
+        replace(_job(built, at), roots=(built / "old" / "test",)),
+        say=said.append,
+        runner=Device(),
+        collector=suites.collector(suites.V1),
+    )
+    assert not done.changed
+    assert {p.name: p.read_bytes() for p in at.iterdir() if p.is_file()} == before
+    assert said[-1] == f"  {at / 'suite.yaml'}: unchanged; {done.pr_body}"
+    assert "- **decisions**: evaluated 0 of 10 variants" in done.pr_body.read_text()
+
+
+def test_a_refresh_killed_while_indexing_builds_the_memory_again(
+    built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at = _setup(built, tmp_path / "a", capsys)
+    collect = suites.collector(suites.V2)
+
+    def dies(*args: object) -> object:
+        raise Killed
+
+    with pytest.raises(Killed):
+        refresh(_job(built, at), runner=Device(), collector=dies)
+    said: list[str] = []
+    done = refresh(_job(built, at), say=said.append, runner=Device(), collector=collect)
+    assert said[0] == "ootest: refresh: resuming at step index (begin done)"
+    assert done.changed and "- **decisions**: evaluated 10 of 13 variants" in (
+        done.pr_body.read_text().replace("\\", "")
     )

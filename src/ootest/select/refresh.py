@@ -457,9 +457,15 @@ def _write(c: _Ctx) -> None:
 
     config = c.job.config
     if c.staged.is_file():
+        same = sidecar_path(c.staged).read_bytes() == sidecar_path(c.before).read_bytes()
+        c.facts["decided_otherwise"] = not same
+    if c.facts.get("decided_otherwise") and c.staged.is_file():
         _copy(sidecar_path(c.staged), sidecar_path(config))
         _copy(c.staged, config)
-    _copy(c.new_db, c.job.memory)
+    if c.facts.get("decided_otherwise"):
+        _copy(c.new_db, c.job.memory)
+    # else every decision and its evidence is as it was: the config, and the memory
+    # its header names, stay (the next refresh compares with that memory)
     before = c.before.read_text(encoding="utf-8")
     after = config.read_text(encoding="utf-8")
     c.facts["changed"] = before != after
