@@ -173,9 +173,13 @@ def refresh(
         "write": _write,
     }
     ctx = _Ctx(job, work, state, say, runner or _ootest_run, collector)
+    import time
+
     for step in todo:
         say(f"ootest: refresh: {step}")
+        started = time.perf_counter()
         steps[step](ctx)
+        state.facts.setdefault("seconds", {})[step] = round(time.perf_counter() - started, 2)
         state.finish(step)
     out.changed = bool(state.facts.get("changed"))
     return out
