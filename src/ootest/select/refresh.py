@@ -34,15 +34,19 @@ import difflib
 import json
 import os
 import shutil
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ootest.atomic import write_atomic
 from ootest.errors import UserError
 from ootest.select.pipeline import Inputs
+
+if TYPE_CHECKING:
+    from ootest.memory import Collector
 
 __all__ = ["STEPS", "Refresh", "Refreshed", "Runner", "pr_body", "refresh", "work_dir"]
 
@@ -108,15 +112,18 @@ class Refreshed:
         return self.work / "review.html"
 
 
+def _stem(config: Path) -> str:
+    return config.name.removesuffix(".yaml").removesuffix(".yml")
+
+
 def work_dir(config: Path) -> Path:
-    stem = config.name.removesuffix(".yaml").removesuffix(".yml")
-    return config.with_name(f"{stem}.refresh")
+    """The default work folder: ``SUITE.refresh/`` next to ``SUITE.yaml``."""
+    return config.with_name(f"{_stem(config)}.refresh")
 
 
 def _staged(config: Path, what: str) -> Path:
     """A file next to the config (``path:`` values resolve the same from it)."""
-    stem = config.name.removesuffix(".yaml").removesuffix(".yml")
-    return config.with_name(f"{stem}.{what}.yaml")
+    return config.with_name(f"{_stem(config)}.{what}.yaml")
 
 
 def _digest(path: Path) -> str:
@@ -130,7 +137,7 @@ def refresh(
     *,
     say: Callable[[str], None] = lambda _: None,
     runner: Runner | None = None,
-    collector: Any = None,
+    collector: Collector | None = None,
 ) -> Refreshed:
     """Do the steps of Note [Refresh] that the work folder has not done yet.
     ``runner`` runs a config on the device (default ``ootest run`` in a child
@@ -155,7 +162,7 @@ def refresh(
         raise UserError(f"-k: expected at least 1 clean pass; found {job.k}")
     work = job.work or work_dir(config)
     state = _State.open(work, job)
-    out = Refreshed(work, state.done, facts=state.facts)
+    out = Refreshed(work, state.done, changed=bool(state.facts.get("changed")), facts=state.facts)
     todo = [s for s in STEPS if s not in state.done]
     if not todo:
         say(f"ootest: refresh: {work} is done (pass --fresh to start another)")
@@ -173,8 +180,6 @@ def refresh(
         "write": _write,
     }
     ctx = _Ctx(job, work, state, say, runner or _ootest_run, collector)
-    import time
-
     for step in todo:
         say(f"ootest: refresh: {step}")
         started = time.perf_counter()
@@ -254,7 +259,7 @@ class _Ctx:
     state: _State
     say: Callable[[str], None]
     runner: Runner
-    collector: Any
+    collector: Collector | None
 
     @property
     def facts(self) -> dict[str, Any]:
