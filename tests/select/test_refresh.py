@@ -168,7 +168,8 @@ def test_a_refresh_decides_runs_refines_and_writes_the_pull_request(
     assert "<!doctype html>" in done.review.read_text()
 
     again: list[str] = []  # a second call: nothing left to do
-    assert _refresh(_job(built, at), Device(), again).done == done.done
+    second = _refresh(_job(built, at), Device(), again)
+    assert (second.done, second.changed) == (done.done, True)
     assert again == [f"ootest: refresh: {done.work} is done (pass --fresh to start another)"]
 
 
