@@ -45,7 +45,7 @@ def test_public_modules_declare_all() -> None:
         "ootest.record.results",
         "ootest.record.shard",
         "ootest.relay.matrix",
-        "ootest.relay.names",
+        "ootest.naming",
         "ootest.runner.job",
         "ootest.runner.merge",
         "ootest.runner.shards",

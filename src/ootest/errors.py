@@ -20,6 +20,7 @@ __all__ = [
     "EXIT_GUARD",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_PIPE",
     "EXIT_USAGE",
     "ConfigError",
     "DeviceError",
@@ -36,6 +37,7 @@ EXIT_USAGE = 2  # a usage, config or device error the user can fix (a UserError)
 EXIT_GUARD = 3  # ``run``: the collection guard tripped
 EXIT_BUG = 70  # a bug in ootest (any exception that is not a UserError)
 EXIT_INTERRUPTED = 130  # Ctrl-C, or SIGTERM during ``run``
+EXIT_PIPE = 141  # the reader of the output went away (``ootest ... | head``): quietly, as SIGPIPE
 
 
 class OotestError(Exception):

@@ -4,27 +4,45 @@ server, a hosted service): where it is, and one bounded request.
 Shared by ``ootest index summarize`` (memory) and the model judge of ``ootest
 select run``; each keeps its own cache. The HTTP client is passed in
 (``httpx.Client``, with a transport in tests), so nothing here needs a network
-to be tested. The API key is sent as a bearer token and never printed: errors
-name the URL without its user info.
+to be tested. The API key is sent as a bearer token and never printed or
+stored: errors name the URL without its user info, and every error and answer
+passes through :func:`ootest.untrusted.redact` (the key itself and anything that
+looks like a credential: a server may echo ``Bearer sk-...`` back) before a
+caller stores it in a sidecar, a cache or an index (Note [Untrusted text]).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ootest.errors import UserError
+from ootest.untrusted import for_terminal, redact
 
 if TYPE_CHECKING:
     import httpx
 
 #: The largest response body read by default; a longer one is an error, not a hang.
 MAX_RESPONSE_BYTES = 1 << 20
+
+# Note [One deadline per request]
+# httpx's timeouts bound each network operation, not a request: a server that
+# sends its status line and headers one byte a second never lets a read wait
+# long enough to time out. So a request runs in a worker thread and the caller
+# waits for it until one deadline (``LLMSettings.timeout`` from the start:
+# connecting, sending, headers and body), then gives up with a ChatError. The
+# request asks for ``Connection: close``, so each opens its own connection, whose
+# socket the trace hook hands back: at the deadline it is shut down, which wakes
+# the worker's blocked read and ends it (a daemon thread either way). Resolving
+# the host's name is the one step not cut short.
 
 
 class ChatError(UserError):
@@ -97,12 +115,13 @@ def chat(
 ) -> str:
     """The model's answer to ``prompt`` at temperature 0 (raises :class:`ChatError`).
 
-    The whole request, reading included, must end within ``settings.timeout``
-    seconds and the body must stay under ``max_bytes``: a server that trickles or
-    floods is cut off, not waited for."""
+    One deadline covers the whole request (Note [One deadline per request]): the
+    body must stay under ``max_bytes``; a server that trickles or floods is cut
+    off, not waited for."""
     import httpx
 
     headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+    headers["Connection"] = "close"  # a fresh connection: its socket is ours to cut
     body = {
         "model": settings.model,
         "temperature": 0,
@@ -110,36 +129,76 @@ def chat(
     }
     url = f"{settings.endpoint}/chat/completions"
     shown = public_url(url)
+    late = f"{shown}: no complete response within {settings.timeout:g} seconds"
     deadline = time.monotonic() + settings.timeout
-    try:
-        with http.stream("POST", url, json=body, headers=headers, timeout=settings.timeout) as resp:
-            data = bytearray()
-            for chunk in resp.iter_bytes():
-                data += chunk
-                if len(data) > max_bytes:
-                    raise ChatError(f"{shown}: the response is larger than {max_bytes} bytes")
-                if time.monotonic() > deadline:
-                    raise ChatError(
-                        f"{shown}: no complete response within {settings.timeout:g} seconds"
-                    )
-            status = resp.status_code
-    except httpx.TimeoutException:
+    sockets: list[socket.socket] = []
+    got: dict[str, Any] = {}
+
+    def trace(event: str, info: dict[str, Any]) -> None:
+        if event == "connection.connect_tcp.complete" and info.get("return_value") is not None:
+            sock = info["return_value"].get_extra_info("socket")
+            if isinstance(sock, socket.socket):
+                sockets.append(sock)
+
+    def ask() -> None:
+        try:
+            with http.stream(
+                "POST",
+                url,
+                json=body,
+                headers=headers,
+                timeout=settings.timeout,
+                extensions={"trace": trace},
+            ) as resp:
+                got["headers"] = True
+                data = bytearray()
+                for chunk in resp.iter_bytes():
+                    data += chunk
+                    if len(data) > max_bytes:
+                        raise ChatError(f"{shown}: the response is larger than {max_bytes} bytes")
+                    if time.monotonic() > deadline:
+                        raise ChatError(late)
+                got["answer"] = (resp.status_code, bytes(data))
+        except BaseException as e:  # handed to the caller's thread
+            got["error"] = e
+
+    worker = threading.Thread(target=ask, name="ootest-llm-request", daemon=True)
+    worker.start()
+    worker.join(max(deadline - time.monotonic(), 0.0))
+    if worker.is_alive():
+        for sock in sockets:  # wake the worker's blocked read; it ends on its own
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        if got.get("headers"):
+            raise ChatError(late)
+        raise ChatError(f"{shown}: request failed: no response within {settings.timeout:g} seconds")
+    error = got.get("error")
+    if isinstance(error, httpx.TimeoutException):
         raise ChatError(
             f"{shown}: request failed: no response within {settings.timeout:g} seconds"
         ) from None
-    except httpx.HTTPError as e:
-        raise ChatError(f"{shown}: request failed: {type(e).__name__}: {_plain(str(e))}") from None
-    text = data.decode("utf-8", errors="replace")
+    if isinstance(error, httpx.HTTPError):
+        raise ChatError(
+            f"{shown}: request failed: {type(error).__name__}: {_safe(str(error), settings)}"
+        ) from None
+    if error is not None:
+        raise error
+    status, raw = got["answer"]
+    text = raw.decode("utf-8", errors="replace")
     if status != 200:
-        raise ChatError(f"{shown}: HTTP {status}: {text[:300]}")
+        raise ChatError(f"{shown}: HTTP {status}: {_safe(text[:300], settings)}")
     try:
-        return str(json.loads(text)["choices"][0]["message"]["content"]).strip()
+        content = str(json.loads(text)["choices"][0]["message"]["content"]).strip()
     except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         raise ChatError(
-            f"{shown}: expected an OpenAI chat completion, found {json.dumps(text[:200])}"
+            f"{shown}: expected an OpenAI chat completion, found "
+            f"{json.dumps(_safe(text[:200], settings))}"
         ) from None
+    return redact(content, (settings.api_key,))
 
 
-def _plain(text: str) -> str:
-    """An error text without the URLs' user info httpx may quote."""
-    return " ".join(public_url(w) if "://" in w else w for w in text.split())
+def _safe(text: str, settings: LLMSettings) -> str:
+    """A server's text fit for an error message: credentials redacted (the key we
+    sent included), URLs without user info, on one line (Note [Untrusted text])."""
+    plain = " ".join(public_url(w) if "://" in w else w for w in text.split())
+    return for_terminal(redact(plain, (settings.api_key,)))

@@ -16,6 +16,7 @@ def test_the_exit_code_table_is_pinned() -> None:
     }
     assert table == {
         "EXIT_OK": 0,
+        "EXIT_PIPE": 141,
         "EXIT_FAILED": 1,
         "EXIT_USAGE": 2,
         "EXIT_GUARD": 3,

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from ootest import naming as names
 from ootest.config.load import load_config
 from ootest.config.names import NamePattern, Variant
 from ootest.errors import ConfigError
-from ootest.relay import names
 from tests.conftest import ROOT, ootest
 
 
@@ -313,13 +313,16 @@ def test_relay_extends_and_variables(tmp_path: Path, monkeypatch: pytest.MonkeyP
     child = _write(tmp_path, "test_suite_config: {extends: b.yaml}\n")
     policy = load_policy(str(child), None)
     assert (policy.device, policy.landed) == ("base", False)
-    own = _write(tmp_path, "test_suite_config: {extends: b.yaml}\nrelay: {device: '${DEV}'}\n")
-    monkeypatch.setenv("DEV", "npu")
+    own = _write(
+        tmp_path, "test_suite_config: {extends: b.yaml}\nrelay: {device: '${OOTEST_DEVICE}'}\n"
+    )
+    monkeypatch.setenv("OOTEST_DEVICE", "npu")
     assert load_policy(str(own), None).device == "npu"
     assert load_policy(str(own), "cli").device == "cli"
-    assert _errors(tmp_path, "test_suite_config: {}\nrelay: {device: '${NOPE_UNSET}'}\n") == [
-        "c.yaml:2:17: relay.device: undefined variable ${NOPE_UNSET}; export NOPE_UNSET=... "
-        "or remove it"
+    got = _errors(tmp_path, "test_suite_config: {}\nrelay: {device: '${OOTEST_RELAY_NOPE}'}\n")
+    assert got == [
+        "c.yaml:2:17: relay.device: undefined variable ${OOTEST_RELAY_NOPE}; export "
+        "OOTEST_RELAY_NOPE=... or remove it"
     ]
 
 

@@ -565,9 +565,15 @@ def test_a_file_that_is_not_a_config_is_not_echoed(tmp_path: Path) -> None:
     r = ootest("config", "validate", "--no-paths", str(cfg))
     assert r.returncode == 1
     out = r.stdout + r.stderr
-    assert "expected a mapping with key 'test_suite_config'" in out
-    assert "characters starting 'root:x:0:0:TOKEN=abc123" in out
-    assert out.count("TOKEN=abc123") <= 3 and len(out) < 1000
+    assert "expected a YAML config file (.yaml or .yml)" in out  # never read
+    assert "TOKEN=abc123" not in out and "root:x" not in out and len(out) < 1000
+    secret.rename(secret.with_suffix(".yaml"))  # a YAML file, but not a config
+    cfg.write_text(f"test_suite_config:\n  extends: [{secret.with_suffix('.yaml')}]\n")
+    r = ootest("config", "validate", "--no-paths", str(cfg))
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "expected a mapping with key 'test_suite_config'" in out
+    assert "characters (not shown: it is not a config)" in out
+    assert "TOKEN=abc123" not in out and "root:x" not in out and len(out) < 1000
 
 
 def test_every_entry_knows_where_it_was_written(tmp_path: Path) -> None:
@@ -696,8 +702,9 @@ def test_cached_config_reports_problems_from_the_file(
     into the file as on a first load."""
     monkeypatch.setenv("OOTEST_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("OOTEST_NO_CACHE", raising=False)
-    p = _big_config(tmp_path, relay="relay:\n  device: ${DEV}")
-    assert load_config(p, env={"DEV": "emu"}).relay.device == "emu"  # type: ignore[union-attr]
+    p = _big_config(tmp_path, relay="relay:\n  device: ${OOTEST_RELAY_DEV}")
+    env = {"OOTEST_RELAY_DEV": "emu"}
+    assert load_config(p, env=env).relay.device == "emu"  # type: ignore[union-attr]
     assert len(list((tmp_path / "cache" / "configs").iterdir())) == 1
 
     def problem() -> str:
@@ -706,8 +713,11 @@ def test_cached_config_reports_problems_from_the_file(
         (found,) = ei.value.problems
         return str(found)
 
-    line = p.read_text().splitlines().index("  device: ${DEV}") + 1
-    want = f"{p}:{line}:11: relay.device: undefined variable ${{DEV}}; export DEV=... or remove it"
+    line = p.read_text().splitlines().index("  device: ${OOTEST_RELAY_DEV}") + 1
+    want = (
+        f"{p}:{line}:11: relay.device: undefined variable ${{OOTEST_RELAY_DEV}}; export "
+        "OOTEST_RELAY_DEV=... or remove it"
+    )
     assert problem() == want  # from the cache
     monkeypatch.setenv("OOTEST_NO_CACHE", "1")
     assert problem() == want  # from the file

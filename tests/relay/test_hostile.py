@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
+from ootest import naming as names
 from ootest.cli.main import main
 from ootest.errors import EXIT_USAGE, UserError
-from ootest.relay import names
 from ootest.relay import report as rp
 from ootest.relay.gate import (
     MAX_EVENT_BYTES,

@@ -71,7 +71,7 @@ def show(args: argparse.Namespace) -> int:
         for rf in cfg.files
     ]
     if cfg.relay is not None:
-        out["relay"] = cfg.relay.model_dump(mode="json")
+        out["relay"] = cfg.relay.shown_dump()  # Note [Relay variables]: no value of the env
     import yaml
 
     yaml.safe_dump(out, sys.stdout, sort_keys=False, default_flow_style=False)

@@ -215,9 +215,11 @@ def _emit(lines: list[str]) -> int:
     """Print ``lines``; a reader that stops early (``| head``) is not an error."""
     import os
 
+    from ootest.untrusted import for_terminal
+
     try:
         for line in lines:
-            print(line)
+            print(for_terminal(line))  # IDs from a test tree (Note [Untrusted text])
         sys.stdout.flush()
     except BrokenPipeError:
         # Python would complain again at exit while flushing: point stdout elsewhere.
@@ -240,10 +242,16 @@ def query(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
+    from ootest.untrusted import for_terminal
+
     table = Table("#", "kind", "match", "found by", "text", box=None)
     for i, h in enumerate(hits, start=1):  # Text: IDs hold [brackets] rich would eat
         table.add_row(
-            str(i), h.kind, Text(h.key), Text(", ".join(h.found_by)), Text(h.snippet[:80])
+            str(i),
+            h.kind,
+            Text(for_terminal(h.key)),
+            Text(", ".join(h.found_by)),
+            Text(for_terminal(h.snippet[:80])),
         )
     Console(width=200 if not sys.stdout.isatty() else None).print(table)
     return 0
@@ -260,6 +268,8 @@ def stats(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    from ootest.untrusted import for_terminal
 
     console = Console(width=200 if not sys.stdout.isatty() else None)
     totals = Table("what", "count", title="index", box=None)
@@ -280,12 +290,12 @@ def stats(args: argparse.Namespace) -> int:
             continue
         t = Table(what, "count", title=title, box=None)
         for name, n in rows:
-            t.add_row(Text(name), f"{n:,}")
+            t.add_row(Text(for_terminal(name)), f"{n:,}")
         console.print(t)
     if s.errors:
         t = Table("kind", "where", "error", title="errors", box=None)
         for kind, where, message in s.errors:
-            t.add_row(kind, Text(where), Text(_last_line(message)))
+            t.add_row(kind, Text(for_terminal(where)), Text(for_terminal(_last_line(message))))
         console.print(t)
     return 0
 

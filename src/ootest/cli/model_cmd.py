@@ -7,13 +7,14 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from ootest.errors import UserError
+from ootest.errors import EXIT_INTERRUPTED, UserError
 
 _PYTHON = re.compile(r"python(\d+(\.\d+)*)?(\.exe)?")
 _TAG = re.compile(r"[\w:+\-./]+")  # what a pytest mark name may hold (the tag becomes one)
@@ -93,7 +94,7 @@ def record(args: argparse.Namespace) -> int:
             f"e.g. model__my-model; found {args.tag!r}"
         )
     test = TestRef.parse(args.test or DEFAULT_TEST)
-    from ootest.atomic import check_output
+    from ootest.atomic import check_output, write_output
 
     check_output(args.out, "--out")  # before the script runs
     exe, opts, target = _python(list(args.pytest_args))
@@ -116,18 +117,36 @@ def record(args: argparse.Namespace) -> int:
         )
     if probe.returncode != 0:
         raise UserError(f"{exe} cannot import ootest; install ootest in that environment")
+    from ootest.model.journal import read_journal
+
+    interrupted = False
     with tempfile.TemporaryDirectory(prefix="ootest-record-") as tmp:
-        calls = Path(tmp) / "calls.json"
-        cmd = [exe, *opts, "-m", "ootest.model.record", "--out", str(calls), "--", *target]
-        rc = subprocess.run(cmd).returncode
-        if not calls.is_file():
+        calls, journal = Path(tmp) / "calls.json", Path(tmp) / "calls.journal"
+        cmd = [exe, *opts, "-m", "ootest.model.record", "--out", str(calls),
+               "--journal", str(journal), "--", *target]  # fmt: skip
+        proc = subprocess.Popen(cmd)
+        try:
+            rc = proc.wait()
+        except KeyboardInterrupt:
+            # the script got the Ctrl-C too: give it time to write what it recorded
+            interrupted = True
+            try:
+                rc = proc.wait(timeout=30)
+            except (KeyboardInterrupt, subprocess.TimeoutExpired):
+                proc.kill()
+                rc = proc.wait()
+        data: dict[str, Any] | None = None
+        if calls.is_file():
+            data = json.loads(calls.read_text())
+        elif journal.is_file():  # it died without writing them: Note [Recording journal]
+            data = read_journal(journal, rc)
+        if data is None:
             print(
                 f"ootest: the recording process ended (exit code {rc}) without writing its "
                 "calls; nothing was written",
                 file=sys.stderr,
             )
-            return 1
-        data = json.loads(calls.read_text())
+            return EXIT_INTERRUPTED if interrupted else 1
     out: Path = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     text = config_text(
@@ -138,16 +157,26 @@ def record(args: argparse.Namespace) -> int:
         seed=args.seed,
         command=list(args.pytest_args),
     )
-    out.write_text(text)
+    write_output(out, text, "--out")
     n = len(data.get("calls") or [])
     print(f"ootest: {n} distinct calls ({data.get('total', 0)} in all) written to {out}")
     for why, count in list((data.get("left_out") or {}).items())[:10]:
         print(f"ootest: left out {count} x {why}", file=sys.stderr)
-    if data.get("exit_code"):
+    code = data.get("exit_code")
+    if code and isinstance(code, int) and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
         print(
-            f"ootest: the script exited with {data['exit_code']}: {out} holds the calls made "
-            "before it ended",
+            f"ootest: the script died ({name}): {out} holds the calls recorded before it died",
             file=sys.stderr,
         )
-        return 1
-    return 0
+    elif code:
+        print(
+            f"ootest: the script exited with {code}: {out} holds the calls made before it ended",
+            file=sys.stderr,
+        )
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return 1 if code else 0

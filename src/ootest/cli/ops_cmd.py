@@ -110,9 +110,11 @@ def _console() -> Any:
 
 
 def _esc(text: object) -> str:
-    from rich.markup import escape
+    """Text from a capture (IDs, errors) for the console: control characters and
+    rich's markup escaped (Note [Untrusted text])."""
+    from ootest.untrusted import for_rich
 
-    return escape(str(text))
+    return for_rich(text)
 
 
 def _dump(data: Any) -> int:
@@ -404,10 +406,10 @@ def affected(args: argparse.Namespace) -> int:
         rep = affected_by(store, args.ops, args.src, args.diff)
     change = rep.change
     if args.out is not None:
-        from ootest.atomic import check_output
+        from ootest.atomic import check_output, write_output
 
         check_output(args.out, "--out")
-        args.out.write_text("".join(f"{v}\n" for v in rep.variants), encoding="utf-8")
+        write_output(args.out, "".join(f"{v}\n" for v in rep.variants), "--out")
     if args.json:
         return _dump(
             {

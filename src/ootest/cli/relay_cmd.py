@@ -351,7 +351,9 @@ def _triage(args: argparse.Namespace, payload: dict[str, Any], job: Any) -> Any:
         print("ootest relay: triage: no failing tests; no verdict attached", file=sys.stderr)
         return None
     if args.triage_out:
-        Path(args.triage_out).write_text(json.dumps(verdict, indent=2) + "\n", encoding="utf-8")
+        from ootest.atomic import write_output
+
+        write_output(Path(args.triage_out), json.dumps(verdict, indent=2) + "\n", "--triage-out")
     print(
         f"ootest relay: triage: {verdict['category']} ({verdict['confidence']}): "
         f"{verdict['summary']}",

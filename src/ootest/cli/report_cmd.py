@@ -141,8 +141,9 @@ def report(args: argparse.Namespace) -> int:
         title = f"ootest: {where}" + (f" (trend over {len(args.inputs)} runs)" if trend else "")
         text = html_report(data, title, trend=trend, trend_limit=args.limit, coverage=cov)
     if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(text + "\n", encoding="utf-8")
+        from ootest.atomic import write_output
+
+        write_output(Path(args.output), text + "\n", "-o")
     else:
         sys.stdout.write(text + "\n")
     return 0

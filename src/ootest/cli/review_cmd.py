@@ -49,8 +49,9 @@ def review(args: argparse.Namespace) -> int:
         check_output(args.html, "--html")
     r = build_review(args.config, args.previous)
     if args.html:
-        args.html.parent.mkdir(parents=True, exist_ok=True)
-        args.html.write_text(review_html(r), encoding="utf-8")
+        from ootest.atomic import write_output
+
+        write_output(args.html, review_html(r), "--html")
     if args.json:
         sys.stdout.write(json.dumps(r.to_json(), indent=1) + "\n")
     else:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ootest.atomic import write_output
 from ootest.cli.review_cmd import add_parser as add_review
 from ootest.errors import UserError
 from ootest.timeout import check_timeout
@@ -253,7 +254,7 @@ def audit(args: argparse.Namespace) -> int:
             f"{len(chosen)} sampled variants",
             f"(seed {args.seed}, of {len(members)} skipped or xfailed) as mandatory_success.",
         ]
-        path.write_text(au.audit_config(cfg, by_key, chosen, header), encoding="utf-8")
+        write_output(path, au.audit_config(cfg, by_key, chosen, header), "--out")
         results = args.results or au.results_path(args.config)
         timeout = args.timeout or cfg.suite.timeout or 300.0
         print(

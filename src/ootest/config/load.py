@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import dataclasses
 import difflib
 import gc
 import hashlib
@@ -30,6 +31,7 @@ from pydantic import BaseModel, ValidationError
 from ootest.atomic import write_atomic
 from ootest.cache import cache_dir
 from ootest.config import paths
+from ootest.config.base import set_private
 from ootest.config.model import (
     CASES_KEYS,
     MODES,
@@ -38,13 +40,12 @@ from ootest.config.model import (
     GlobalCaps,
     Selectors,
     TestSuiteConfig,
-    set_private,
 )
 from ootest.config.names import NamePattern, NameSyntaxError
+from ootest.config.relay_policy import RelayPolicy, relay_var
 from ootest.config.resolved import Config, ResolvedFile
 from ootest.config.when import Context, holds
 from ootest.errors import ConfigError, Problem
-from ootest.relay.policy import RelayPolicy
 
 # libyaml's C loader when available: a 10,000-entry config loads in well under a second.
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -354,6 +355,20 @@ def _yaml_type(v: Any) -> str:
 _EXCERPT = 40  # characters of a found value an error message may quote
 
 
+def _shape(v: Any) -> str:
+    """What a file that is not a config holds, quoting none of it: it may be any
+    file (``extends: /etc/shadow``, a ``.env``; Note [Extends roots])."""
+    if isinstance(v, dict):
+        return f"a mapping of {len(v):,} keys"
+    if isinstance(v, list):
+        return "a list"
+    if v is None:
+        return "nothing (null)"
+    if isinstance(v, bool | int | float):
+        return "a single value"
+    return f"text of {len(str(v)):,} characters (not shown: it is not a config)"
+
+
 def _describe(err: Any, loc: Loc, root: type[BaseModel] = Document) -> str:
     typ = err["type"]
     found = err.get("input")
@@ -505,7 +520,7 @@ def _parse(path: Path, raw: bytes) -> tuple[Any, Any]:
                     1,
                     1,
                     "",
-                    f"expected a mapping with key 'test_suite_config'; found {_yaml_type(data)}",
+                    f"expected a mapping with key 'test_suite_config'; found {_shape(data)}",
                 )
             ]
         )
@@ -739,32 +754,67 @@ def _problems(path: Path, node: Any, e: ValidationError, root: type[BaseModel]) 
     return problems
 
 
-def _expand_relay(path: Path, tree: _Tree, data: Any, env: dict[str, str]) -> list[Problem]:
-    """``${VAR}`` in the strings of ``relay:`` (and its lists), before validation."""
+def _expand_relay(
+    path: Path, tree: _Tree, data: Any, env: dict[str, str]
+) -> tuple[list[Problem], dict[str, Any]]:
+    """``${VAR}`` in the strings of ``relay:`` (and its lists), before validation:
+    only the variables of Note [Relay variables]. Returns the problems and, for
+    each field the environment gave, what was written."""
     relay = data.get("relay")
     if not isinstance(relay, dict):
-        return []
+        return [], {}
     problems: list[Problem] = []
+    written: dict[str, Any] = {}
 
     def expand(value: Any, loc: Loc) -> Any:
         if isinstance(value, list):
-            return [expand(v, (*loc, i)) for i, v in enumerate(value)]
+            items = [expand(v, (*loc, i)) for i, v in enumerate(value)]
+            # a list with an item left out is left out: only the variable is reported
+            lost = any(x is None and v is not None for x, v in zip(items, value, strict=True))
+            return None if lost else items
         if not isinstance(value, str) or "${" not in value:
             return value
-        text, missing = paths.expand(value, env)
+        refused = [n for n in paths.VAR.findall(value) if paths.IDENT.match(n) and not relay_var(n)]
+        text, missing = paths.expand(value, {k: v for k, v in env.items() if relay_var(k)})
         for name in missing:
             if not paths.IDENT.match(name):
                 msg = f"expected a variable name in ${{...}}; found {name!r}"
+            elif name in refused:
+                msg = (
+                    f"expected a variable meant for relay: (OOTEST_DEVICE or OOTEST_RELAY_*); "
+                    f"found ${{{name}}}. Write the value, or export it under a name "
+                    "starting OOTEST_RELAY_"
+                )
             else:
                 msg = f"undefined variable ${{{name}}}; export {name}=... or remove it"
             line, col = _position(tree.node, loc)
             problems.append(Problem(str(path), line, col, _key_path(loc), msg))
-        # left out when a variable is missing: only the variable is reported
-        return None if missing else text
+        if missing:
+            return None  # left out when a variable is missing: only the variable is reported
+        written[str(loc[1])] = relay[loc[1]]
+        return text
 
     out = {k: expand(v, ("relay", k)) for k, v in relay.items()}
     data["relay"] = {k: v for k, v in out.items() if v is not None or relay[k] is None}
-    return problems
+    return problems, written
+
+
+def _hide_env(problems: list[Problem], written: dict[str, Any]) -> list[Problem]:
+    """Problems of relay fields the environment gave, saying what was written
+    instead of what was found (Note [Relay variables])."""
+    out = []
+    for p in problems:
+        field = p.key_path.split(".")[1].split("[")[0] if p.key_path.startswith("relay.") else ""
+        if field in written:
+            head, sep, _ = p.message.partition("found ")
+            if sep:
+                p = dataclasses.replace(
+                    p,
+                    message=f"{head}found the value of {written[field]} (not shown: it comes "
+                    "from the environment)",
+                )
+        out.append(p)
+    return out
 
 
 def _compile_names(
@@ -797,7 +847,7 @@ def _compile_names(
 def _validate(
     path: Path, data: Any, tree: _Tree, env: dict[str, str] | None = None
 ) -> tuple[Document, dict[int, tuple[NamePattern, ...]]]:
-    problems = _expand_relay(path, tree, data, dict(os.environ) if env is None else env)
+    problems, from_env = _expand_relay(path, tree, data, dict(os.environ) if env is None else env)
     cases: CasesDocument | None = None
     if "cases" in data:
         # Torch Spyre's model-case files: top-level model/default(s)/cases, checked on
@@ -812,9 +862,11 @@ def _validate(
     try:
         doc = Document.model_validate(data)
     except ValidationError as e:
-        problems += _problems(path, tree.node, e, Document)
+        problems += _hide_env(_problems(path, tree.node, e, Document), from_env)
     if problems:
         raise ConfigError(problems) from None
+    if doc.relay is not None:
+        doc.relay._from_env = from_env
     compiled, problems = _compile_names(path, tree, doc.test_suite_config)
     if problems:
         raise ConfigError(problems)
@@ -974,9 +1026,25 @@ def _load_doc(
     sources: list[Path],
     env: dict[str, str] | None,
     names: dict[int, tuple[NamePattern, ...]],
+    roots: paths.ExtendsRoots,
 ) -> tuple[TestSuiteConfig, Document, RelayPolicy | None]:
     sources.append(path)
     data, tree = _read(path)
+    if len(stack) > 1 and not (isinstance(data, dict) and "test_suite_config" in data):
+        # an extended file that is not a config: say so, show none of it
+        raise ConfigError(
+            [
+                Problem(
+                    str(path),
+                    1,
+                    1,
+                    "",
+                    "expected a config (a mapping with key 'test_suite_config'); found "
+                    f"{_shape(data)} without it (not shown: it is not a config). Extend only "
+                    "ootest configs",
+                )
+            ]
+        )
     doc, compiled = _validate(path, data, tree, env)
     names.update(compiled)
     relay = doc.relay
@@ -1005,6 +1073,11 @@ def _load_doc(
                     )
                 ]
             )
+        refused = roots.refusal(path, target)
+        if refused is not None:
+            line, col = _position(tree.node, ("test_suite_config", "extends", i))
+            key = f"test_suite_config.extends[{i}]"
+            raise ConfigError([Problem(str(path), line, col, key, refused)])
         if not target.is_file():
             line, col = _position(tree.node, ("test_suite_config", "extends", i))
             raise ConfigError(
@@ -1018,7 +1091,11 @@ def _load_doc(
                     )
                 ]
             )
-        base, _, base_relay = _load_doc(target, (*stack, _norm(target)), sources, env, names)
+        if _norm(target) in {_norm(s.resolve()) for s in sources}:
+            # reached along another path already (a diamond): applied once, where first
+            # reached; read again, a chain of diamonds cost 2**n (issue 28 item 15)
+            continue
+        base, _, base_relay = _load_doc(target, (*stack, _norm(target)), sources, env, names, roots)
         composed = base if composed is None else _compose(composed, base)
         inherited = base_relay or inherited
     if composed is not None:
@@ -1121,7 +1198,8 @@ def _load(src: Path, env: dict[str, str] | None) -> _Loaded:
     sources: list[Path] = []
     names: dict[int, tuple[NamePattern, ...]] = {}
     with _no_gc():
-        suite, doc, relay = _load_doc(src, (_norm(src),), sources, env, names)
+        roots = paths.ExtendsRoots(src, env)
+        suite, doc, relay = _load_doc(src, (_norm(src),), sources, env, names, roots)
     return _Loaded(suite, doc, relay, names, sources)
 
 

@@ -6,6 +6,7 @@ paths of a cached plan to check that it still names the same test files.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import importlib.util
 import os
@@ -78,6 +79,72 @@ def environment(
         for var, value in auto_vars(config_path).items():
             environ.setdefault(var, value)
     return environ
+
+
+# Note [Extends roots]
+# A config may come from a pull request, and ``extends:`` makes ootest read the
+# file it names: ``extends: /etc/shadow`` or ``../../.env`` must not be read, let
+# alone quoted in an error. So a config extends only YAML files (.yaml, .yml)
+# inside the folder of the config it is asked to load (its subfolders too), the
+# roots it may name (``$TORCH_ROOT``/``$PYTORCH_ROOT`` and ``$TORCH_DEVICE_ROOT``,
+# from the environment or detected as for paths: torch's source checkout, the git
+# top level of the config's folder) and the folders listed in
+# ``$OOTEST_EXTENDS_PATH`` (separated by ``os.pathsep``). Symlinks are followed
+# first: where the file really is counts. The loader and ``ops enable`` (which
+# walks the chain to edit it) apply the same rule; an error about a file that is
+# not a config never quotes its content.
+EXTENDS_PATH = "OOTEST_EXTENDS_PATH"
+EXTENDS_SUFFIXES = (".yaml", ".yml")
+
+
+class ExtendsRoots:
+    """Where the configs read for ``config`` may extend from (Note [Extends roots])."""
+
+    def __init__(self, config: Path, env: Mapping[str, str] | None = None) -> None:
+        self.config = config
+        self.env = dict(os.environ if env is None else env)
+        self._detected: list[str] | None = None
+
+    def _declared(self) -> list[str]:
+        out = [str(self.config.parent)]
+        for var in ("TORCH_ROOT", "PYTORCH_ROOT", "TORCH_DEVICE_ROOT"):
+            if self.env.get(var):
+                out.append(self.env[var])
+        out += [p for p in self.env.get(EXTENDS_PATH, "").split(os.pathsep) if p.strip()]
+        return out
+
+    def _auto(self) -> list[str]:
+        if self._detected is None:  # runs git: only for a target outside the rest
+            found = auto_vars(self.config)
+            self._detected = [v for k, v in found.items() if not self.env.get(k)]
+        return self._detected
+
+    def refusal(self, declaring: Path, target: Path) -> str | None:
+        """Why ``declaring`` may not extend ``target`` (resolved), or None."""
+        if target.suffix.lower() not in EXTENDS_SUFFIXES:
+            return (
+                f"expected a YAML config file (.yaml or .yml); found {target}. Extend "
+                "only ootest configs"
+            )
+        if _inside(target, [str(declaring.parent), *self._declared()]) or _inside(
+            target, self._auto()
+        ):
+            return None
+        return (
+            "expected a config inside the config's folder, ${TORCH_ROOT}, "
+            f"${{TORCH_DEVICE_ROOT}} or a folder of ${EXTENDS_PATH}; found {target}, "
+            f"outside them. Move it into one, or add its folder to {EXTENDS_PATH}"
+        )
+
+
+def _inside(target: Path, roots: Iterable[str]) -> bool:
+    where = os.path.realpath(target)
+    for root in roots:
+        top = os.path.realpath(root)
+        with contextlib.suppress(ValueError):  # different drives
+            if os.path.commonpath([where, top]) == top:
+                return True
+    return False
 
 
 def file_keys(config_path: Path, templates: Iterable[str]) -> FileKeys:

@@ -18,7 +18,7 @@ from ootest.errors import Problem
 
 if TYPE_CHECKING:
     from ootest.config.model import FileEntry, TestEntry, TestSuiteConfig
-    from ootest.relay.policy import RelayPolicy
+    from ootest.config.relay_policy import RelayPolicy
 
 __all__ = ["Candidate", "Config", "ResolvedFile"]
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import re
 import sqlite3
 import time
@@ -30,15 +31,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ootest.atomic import exclusive
 from ootest.errors import UserError
 from ootest.memory._collect import CollectSettings, FileCollection, collect
 from ootest.memory._entries import Dump, EntryChanges, store_entries
 from ootest.memory._files import (
     Deps,
     SourceFile,
+    Unreadable,
     discover,
     file_digest,
     ootest_stamp,
+    read_source,
     torch_dir,
     torch_stamp,
 )
@@ -46,7 +50,14 @@ from ootest.memory._fingerprint import TORCH_DBS
 from ootest.memory._hashing import SCHEME, digest
 from ootest.memory._rows import forget_file, forget_variants, load_imports, store_file
 from ootest.memory._static import FileFacts, Import, dump_facts, load_facts, parse_file
-from ootest.memory._store import chunks, connect, read_meta, refresh_common_terms, write_meta
+from ootest.memory._store import (
+    BUILDING,
+    chunks,
+    connect,
+    read_meta,
+    refresh_common_terms,
+    write_meta,
+)
 from ootest.memory._variants import VariantWriter
 from ootest.record.identity import backend_name
 
@@ -166,14 +177,24 @@ def db_name(spec: str) -> str:
 
 
 # ---------------------------------------------------------------- the build
+#: connection id -> the BUILDING marker not yet written: it goes in with the first
+#: transaction that changes anything, so an unchanged rebuild still writes nothing.
+_MARK: dict[int, str] = {}
+
+
 @contextmanager
 def _tx(con: sqlite3.Connection) -> Iterator[None]:
     con.execute("BEGIN")
+    before = con.total_changes
     try:
         yield
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    mark = _MARK.get(id(con))
+    if mark is not None and con.total_changes != before:
+        write_meta(con, {BUILDING: mark})  # readers refuse the index until the build is done
+        del _MARK[id(con)]
     con.execute("COMMIT")
 
 
@@ -191,16 +212,30 @@ def build(
     started = time.perf_counter()
     rep = reporter or _Silent()
     _check(opts)
-    files = discover(opts.roots)
-    report = BuildReport(files_total=len(files))
-    con = connect(opts.db, create=True)
-    try:
-        _check_scheme(con, opts.db)
-        b = _Builder(con, opts, files, report, rep, collector)
-        b.run()
-    finally:
-        con.close()
-        rep.done()
+    skipped: list[str] = []
+    files = discover(opts.roots, skipped)
+    report = BuildReport(files_total=len(files), warnings=skipped)
+    busy = (
+        f"--db {opts.db}: another index build is writing it; wait for it to finish, "
+        "or build into another --db"
+    )
+    with exclusive(opts.db, busy):  # Note [One writer of an index]
+        con = connect(opts.db, create=True)
+        try:
+            _check_scheme(con, opts.db)
+            started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            left = BUILDING in read_meta(con)  # by a build that was killed
+            if not left:
+                _MARK[id(con)] = f"started at {started_at} (pid {os.getpid()})"
+            b = _Builder(con, opts, files, report, rep, collector)
+            b.run()
+            if left or id(con) not in _MARK:  # a marker is there: the build is whole now
+                with _tx(con):
+                    con.execute("DELETE FROM meta WHERE key=?", (BUILDING,))
+        finally:
+            _MARK.pop(id(con), None)
+            con.close()
+            rep.done()
     report.seconds = time.perf_counter() - started
     return report
 
@@ -286,18 +321,28 @@ class _Builder:
         }
         to_parse: list[tuple[str, bytes]] = []
         touched: list[SourceFile] = []
+        unread: set[str] = set()
         for f in self.files:
             s = stored.get(f.key)
             if s is not None and (s.size, s.mtime_ns, s.path) == (f.size, f.mtime_ns, str(f.path)):
                 self.digests[f.key] = s.digest
                 continue
-            data = f.path.read_bytes()
+            try:
+                data = read_source(f.path)
+            except Unreadable as e:  # changed since it was found
+                self.report.warnings.append(f"{f.path}: {e}; not indexed")
+                unread.add(f.key)
+                continue
             self.report.files_read += 1
             d = self.digests[f.key] = file_digest(data)
             if s is not None and s.digest == d:
                 touched.append(f)
             else:
                 to_parse.append((f.key, data))
+        if unread:
+            self.files = [f for f in self.files if f.key not in unread]
+            self.by_key = {f.key: f for f in self.files}
+            self.report.files_total = len(self.files)
         return to_parse, touched, sorted(set(stored) - set(self.by_key))
 
     def _static(

@@ -154,6 +154,7 @@ def _run(files: Sequence[SourceFile], settings: CollectSettings) -> GroupResult:
         out = Path(tmp) / "variants.jsonl"
         log_out, log_err = Path(tmp) / "stdout", Path(tmp) / "stderr"
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # nothing written into the tree
+        env["OOTEST_PARENT_PID"] = str(os.getpid())  # the plugin ties the child to this build
         with open(log_out, "wb") as so, open(log_err, "wb") as se:
             try:
                 rc = subprocess.run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -44,8 +45,9 @@ class Dump:
         if backend:
             cmd += ["--backend", backend]
         self._err: IO[bytes] = open(Path(self._tmp.name) / "stderr", "wb")
+        env = {**os.environ, "OOTEST_PARENT_PID": str(os.getpid())}  # dies with the build
         self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=self._err, stdin=subprocess.DEVNULL
+            cmd, stdout=subprocess.DEVNULL, stderr=self._err, stdin=subprocess.DEVNULL, env=env
         )
 
     def records(self) -> list[dict[str, Any]]:

@@ -10,9 +10,11 @@ places give the same keys and can be diffed.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.util
 import os
+import stat
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,21 +54,101 @@ def keyer(root: Path) -> Callable[[Path], str]:
     return above.key
 
 
-def discover(roots: Iterable[Path]) -> list[SourceFile]:
+# Note [Only regular files inside the roots]
+# A test tree is hostile input: a `.py` name may be a symlink to /dev/zero (read
+# forever), a named pipe (blocks on open), a dangling symlink or a loop (an error
+# that aborted the build), or a symlink to a secret outside the tree (whose comments
+# became searchable). Only regular files inside the roots, up to MAX_FILE_BYTES, are
+# read; a symlink is followed only when its target is inside a root. Everything else
+# is one "not indexed" warning of the build and the build goes on.
+
+#: The largest file read (upstream's largest, common_methods_invocations.py, is ~1 MB).
+MAX_FILE_BYTES = 16 * 2**20
+
+
+class Unreadable(Exception):
+    """A file of a test tree that is not read; the message says why."""
+
+
+def _inside(path: Path, roots: Iterable[Path]) -> bool:
+    return any(path == r or r in path.parents for r in roots)
+
+
+def check_source(path: Path, roots: Iterable[Path]) -> os.stat_result:
+    """The stat of ``path`` when it may be read (Note [Only regular files inside the
+    roots]); :class:`Unreadable` otherwise."""
+    try:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                target = path.resolve(strict=True)
+            except FileNotFoundError:
+                raise Unreadable("a dangling symlink") from None
+            except RuntimeError:  # Python < 3.13 says a loop this way
+                raise Unreadable("a symlink loop") from None
+            except OSError as e:
+                if e.errno == errno.ELOOP:
+                    raise Unreadable("a symlink loop") from None
+                raise
+            if not _inside(target, roots):
+                raise Unreadable(f"a symlink to {target}, outside the roots")
+            st = os.stat(target)
+    except OSError as e:
+        raise Unreadable(f"cannot be read ({e.strerror or e})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise Unreadable("not a regular file (a device, pipe or socket)")
+    if st.st_size > MAX_FILE_BYTES:
+        raise Unreadable(f"{st.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit")
+    return st
+
+
+def read_source(path: Path) -> bytes:
+    """The bytes of a file :func:`check_source` accepted, read without blocking on
+    a file swapped for a pipe since and never past the size limit."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise Unreadable(f"cannot be read ({e.strerror or e})") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Unreadable("not a regular file (a device, pipe or socket)")
+        data = fh.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise Unreadable(f"over the {MAX_FILE_BYTES:,}-byte limit")
+    return data
+
+
+def discover(roots: Iterable[Path], skipped: list[str] | None = None) -> list[SourceFile]:
     """Every ``*.py`` file under the roots, sorted by key; UserError for a missing
-    root or two files with one key."""
+    root or two files with one key. A file that may not be read (Note [Only regular
+    files inside the roots]) is left out with a line in ``skipped``."""
     out: dict[str, SourceFile] = {}
+    roots = list(roots)
     for root in roots:
         if not root.is_dir():
             what = "is not a folder" if root.exists() else "does not exist"
             raise UserError(f"--root {root}: {what}; expected a folder of test files")
-        root = root.resolve()
+    resolved = [r.resolve() for r in roots]
+    for root in resolved:
         key_of = keyer(root)
         for path in _walk(root):
-            st = path.stat()
+            try:
+                st = check_source(path, resolved)
+            except Unreadable as e:
+                if skipped is not None:
+                    skipped.append(f"{path}: {e}; not indexed")
+                continue
             key = key_of(path)
             other = out.get(key)
-            if other is not None and other.path != path:
+            linked = other is not None and (path.is_symlink() or other.path.is_symlink())
+            if other is not None and other.path != path and linked:
+                # a symlink to a file of the tree is that file: indexed once, by its own path
+                link = path if path.is_symlink() else other.path
+                if skipped is not None:
+                    skipped.append(f"{link}: a symlink to another file of the tree; not indexed")
+                if link == path:
+                    continue
+            elif other is not None and other.path != path:
                 raise UserError(
                     f"--root {root}: {path} and {other.path} have the same file key {key!r}; "
                     "index the two trees into separate --db files"

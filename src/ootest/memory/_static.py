@@ -126,7 +126,18 @@ class FileFacts:
 
 # ---------------------------------------------------------------- parsing
 def parse_file(key: str, data: bytes) -> FileFacts:
-    """Facts of one Python file; a file that does not parse gets ``error``."""
+    """Facts of one Python file; a file that does not parse gets ``error``, and so
+    does one too deeply nested to walk: ``1+1+...`` with 500 terms is a
+    RecursionError in the digest, 100,000 unary minus a MemoryError in the parser
+    (a per-file error; the build goes on)."""
+    try:
+        return _parse_file(key, data)
+    except (RecursionError, MemoryError) as e:
+        why = "nested too deeply to read" if isinstance(e, RecursionError) else "too large to parse"
+        return FileFacts(key=key, error=f"{type(e).__name__}: {why}")
+
+
+def _parse_file(key: str, data: bytes) -> FileFacts:
     try:
         text = data.decode("utf-8")
         tree = ast.parse(text)

@@ -31,6 +31,7 @@ import urllib.parse
 from collections.abc import Iterable
 from pathlib import Path
 
+from ootest.atomic import being_written
 from ootest.errors import UserError
 from ootest.memory._hashing import SCHEME
 
@@ -114,7 +115,13 @@ def connect(path: Path, *, create: bool = False, readonly: bool = False) -> sqli
     """Open the index at ``path``: UserError if it is missing (and not ``create``),
     not an SQLite file, or not an ootest index of this schema version. A
     ``readonly`` connection cannot change the file (query, stats, diff)."""
-    if not path.exists():
+    if not create and being_written(path):
+        raise UserError(
+            f"{path}: an index build is writing it now; wait for it to finish "
+            "(Note [One writer of an index])"
+        )
+    if not path.exists() or (create and path.is_file() and path.stat().st_size == 0):
+        # (an empty file is the one a build's lock made: a new index)
         if not create:
             raise UserError(
                 f"{path}: no index there; build one with 'ootest index build --root PATH "
@@ -155,7 +162,20 @@ def connect(path: Path, *, create: bool = False, readonly: bool = False) -> sqli
             f"{path}: index schema version {version}, this ootest reads version "
             f"{SCHEMA_VERSION}; rebuild it with 'ootest index build' into a new file"
         )
+    if not create:
+        building = read_meta(con).get(BUILDING)
+        if building is not None:
+            con.close()
+            raise UserError(
+                f"{path}: incomplete: the index build that {building} did not finish "
+                f"(killed or crashed); build it again with 'ootest index build ... --db {path}'"
+            )
     return con
+
+
+#: The meta key a build sets when it starts and removes when it is done: an index
+#: that still has it was left by a build that was killed (Note [One writer of an index]).
+BUILDING = "building"
 
 
 COMMON_TERM = 50

@@ -243,6 +243,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--path", action="append", default=[], help="prepended to sys.path")
     p.add_argument("--backend", help="the privateuse1 backend the index is built for")
     args = p.parse_args(argv)
+    from ootest.record.crash import die_with_parent
+
+    die_with_parent()  # a killed build takes this child along
     for path in reversed(args.path):
         sys.path.insert(0, path)
     if args.backend:

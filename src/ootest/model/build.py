@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from ootest.config.model import (
+from ootest.config.calls import (
     INITS_NOT_RUN,
     Arg,
     CallSpec,

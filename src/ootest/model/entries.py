@@ -19,13 +19,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ootest.config.model import (
-    CallSpec,
-    ModuleInclude,
-    OpInclude,
-    TestSuiteConfig,
-    dtype_name,
-)
+from ootest.config.calls import CallSpec, dtype_name
+from ootest.config.model import ModuleInclude, OpInclude, TestSuiteConfig
 
 DEFAULT_SEED = 0
 _FLOATING = ("float16", "bfloat16", "float32", "float64")

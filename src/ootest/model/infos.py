@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
-from ootest.config.model import CallSpec
+from ootest.config.calls import CallSpec
 from ootest.model.build import Target, build_call, check_size, import_object, torch_dtype
 from ootest.model.entries import Inputs, ModelModule, ModelOp
 

@@ -34,7 +34,9 @@ import linecache
 import math
 import os
 import runpy
+import signal
 import sys
+import time
 import types
 from collections import Counter
 from collections.abc import Iterator
@@ -44,6 +46,9 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+from ootest.atomic import write_atomic
+from ootest.model.journal import SNAPSHOT_SECONDS, Journal
 
 FORMAT = 1
 MAX_LOCATIONS = 3  # call sites kept per distinct call
@@ -268,9 +273,13 @@ def _strip_init(d: Any) -> Any:
 class Recorder(TorchFunctionMode):
     """Keeps each distinct call made while it is active (Note [Recording model calls])."""
 
-    def __init__(self, root: str | None = None) -> None:
+    def __init__(self, root: str | None = None, journal: Journal | None = None) -> None:
         super().__init__()
         self.root = root or os.getcwd()
+        self.journal = journal  # Note [Recording journal]
+        self._index: dict[str, int] = {}  # call key -> its index in the journal
+        self._changed: set[str] = set()  # keys whose count changed since the last snapshot
+        self._snapshot_at = time.monotonic() + SNAPSHOT_SECONDS
         self.calls: dict[str, Call] = {}
         self.left_out: Counter[str] = Counter()
         self.total = 0
@@ -322,6 +331,39 @@ class Recorder(TorchFunctionMode):
         where = self.location()
         if where in call.locations or len(call.locations) < MAX_LOCATIONS:
             call.locations[where] = call.locations.get(where, 0) + 1
+        if self.journal is not None:
+            self._journal(key, call, where)
+
+    def _journal(self, key: str, call: Call, where: str) -> None:
+        """Note [Recording journal]: a new call at once, counts once a second."""
+        assert self.journal is not None
+        if key not in self._index:
+            self._index[key] = len(self._index)
+            self.journal.write(
+                {"kind": "call", "name": call.name, "args": call.args, "kwargs": call.kwargs,
+                 "location": where}
+            )  # fmt: skip
+        else:
+            self._changed.add(key)
+        now = time.monotonic()
+        if now >= self._snapshot_at:
+            self._snapshot_at = now + SNAPSHOT_SECONDS
+            self.snapshot()
+
+    def snapshot(self) -> None:
+        if self.journal is None or not self._changed:
+            return
+        changed = [(self._index[k], self.calls[k]) for k in sorted(self._changed)]
+        self._changed.clear()
+        self.journal.write(
+            {
+                "kind": "counts",
+                "total": self.total,
+                "counts": {str(i): c.count for i, c in changed},
+                "locations": {str(i): c.locations for i, c in changed},
+                "left_out": dict(self.left_out.most_common()),
+            }
+        )
 
     def location(self) -> str:
         """``file:line in function, code: <line>`` of the user code that made the call."""
@@ -386,10 +428,16 @@ def paused() -> Iterator[None]:
         rec.enabled = was
 
 
-def run(target: list[str], out: Path) -> int:
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def run(target: list[str], out: Path, journal: Path | None = None) -> int:
     """Run ``target`` (``SCRIPT ARGS...`` or ``-m MODULE ARGS...``) as ``__main__``
-    under a :class:`Recorder`; write the calls to ``out``; return its exit code."""
-    rec = Recorder()
+    under a :class:`Recorder`; write the calls to ``out`` (and, as they come, to
+    ``journal``: Note [Recording journal]); return its exit code."""
+    head = {"format": FORMAT, "torch": torch.__version__, "command": target}
+    rec = Recorder(journal=Journal(journal, head) if journal is not None else None)
     code = 0
     if target[0] == "-m":
         sys.argv = [target[1], *target[2:]]
@@ -398,6 +446,8 @@ def run(target: list[str], out: Path) -> int:
         sys.argv = list(target)
         sys.path.insert(0, os.path.dirname(os.path.abspath(target[0])))
     _ACTIVE.append(rec)
+    # SIGTERM (a CI job cancelled) ends the script as Ctrl-C does: the calls are written
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         with rec:
             if target[0] == "-m":
@@ -413,13 +463,16 @@ def run(target: list[str], out: Path) -> int:
         code = 1
     finally:
         _ACTIVE.remove(rec)
-        out.write_text(json.dumps(rec.data(target, code)))
+        write_atomic(out, json.dumps(rec.data(target, code)))
+        if rec.journal is not None:
+            rec.journal.close()
     return code
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ootest.model.record")
     p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--journal", type=Path, help="append the calls here as they come")
     p.add_argument("target", nargs=argparse.REMAINDER)
     ns = p.parse_args(argv)
     target = list(ns.target)
@@ -427,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         target = target[1:]
     if not target or (target[0] == "-m" and len(target) < 2):
         p.error("expected SCRIPT [ARGS...] or -m MODULE [ARGS...] after --")
-    return run(target, ns.out)
+    return run(target, ns.out, ns.journal)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from ootest.errors import UserError
 
 KINDS = ("provenance", "ops", "stop", "device_branch", "dtypes", "example")
 MAX_EXAMPLE = 1 << 20  # characters of one call example
+MAX_OPS = 32_768  # distinct op names of one variant: sums of their 48-bit hashes fit in int64
 MODES = ("eager", "compiled")
 
 
@@ -56,6 +57,7 @@ def read_capture(
         ) from None
     with fh:
         pending: tuple[int, str] | None = None
+        first = 0  # the first line that is not blank
         for n, line in enumerate(fh, 1):
             if not line.strip():
                 if stats is not None:
@@ -63,12 +65,21 @@ def read_capture(
                 continue
             if pending is not None:
                 yield pending[0], _parse(p, *pending), pending[1]
+            else:
+                first = n
             pending = (n, line)
         if pending is None:
             return
         try:
             rec = json.loads(pending[1])
-        except ValueError:
+        except RecursionError:
+            raise UserError(_too_deep(p, pending[0])) from None
+        except ValueError as e:
+            if pending[0] == first:  # no record at all: not a capture cut short
+                raise UserError(
+                    f"{p}:{pending[0]}: expected a JSON object (a capture record); found "
+                    f"{_short(pending[1])} ({e}); is this a capture from `ootest ops capture`?"
+                ) from None
             if stats is not None:
                 stats.truncated_last_line = True
             return  # the writer died mid-line
@@ -78,6 +89,8 @@ def read_capture(
 def _parse(path: Path, n: int, line: str) -> dict[str, Any]:
     try:
         rec = json.loads(line)
+    except RecursionError:
+        raise UserError(_too_deep(path, n)) from None
     except ValueError as e:
         raise UserError(
             f"{path}:{n}: expected a JSON object (a capture record); found {_short(line)} ({e}); "
@@ -85,6 +98,13 @@ def _parse(path: Path, n: int, line: str) -> dict[str, Any]:
             "capture again"
         ) from None
     return _object(path, n, rec, line)
+
+
+def _too_deep(path: Path, n: int) -> str:
+    return (
+        f"{path}:{n}: expected a capture record (a flat JSON object); found JSON nested too "
+        "deeply to read; the file is not a capture from `ootest ops capture`"
+    )
 
 
 def _object(path: Path, n: int, rec: Any, line: str) -> dict[str, Any]:
@@ -126,7 +146,13 @@ def check_record(where: str, rec: dict[str, Any]) -> str:
         if not isinstance(ops, dict) or not counts_ok(ops):
             raise UserError(
                 f"{where}: ops: expected an object of op name -> call count "
-                f'(e.g. {{"aten::add.Tensor": 3}}); found {_short(json.dumps(ops))}'
+                f'(e.g. {{"aten::add.Tensor": 3}}, counts below 2**63); found '
+                f"{_short(json.dumps(ops))}"
+            )
+        if len(ops) > MAX_OPS:
+            raise UserError(
+                f"{where}: ops: expected at most {MAX_OPS:,} op names in one variant; "
+                f"found {len(ops):,}"
             )
     elif kind == "stop":
         for key in ("op", "outcome", "error"):
@@ -164,7 +190,7 @@ def counts_ok(ops: dict[Any, Any]) -> bool:
     if not ops:
         return True
     values = ops.values()
-    return set(map(type, values)) == {int} and min(values) >= 0
+    return set(map(type, values)) == {int} and min(values) >= 0 and max(values) < 2**63
 
 
 def keys_ok(ops: dict[Any, Any]) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ootest.config.paths import ExtendsRoots
 from ootest.errors import UserError
 from ootest.opmap.missing import blocked, rule_of
 from ootest.opmap.names import OpName, SupportSet
@@ -27,17 +28,21 @@ from ootest.opmap.support import from_config
 # ------------------------------------------------------------------ locating
 
 
-def config_chain(path: Path, _stack: tuple[Path, ...] = ()) -> list[Path]:
-    """The config and every file it extends, in composition order (bases first)."""
+def config_chain(
+    path: Path, _stack: tuple[Path, ...] = (), _roots: ExtendsRoots | None = None
+) -> list[Path]:
+    """The config and every file it extends, in composition order (bases first);
+    only files the loader would read (Note [Extends roots])."""
+    roots = _roots or ExtendsRoots(path)
     data = _read(path)
     suite = data.get("test_suite_config") if isinstance(data, dict) else None
     ext: Any = suite.get("extends", []) if isinstance(suite, dict) else []
     out: list[Path] = []
     for e in [ext] if isinstance(ext, str) else list(ext or []):
         target = (path.parent / str(e)).resolve()
-        if target in _stack or not target.is_file():
+        if target in _stack or roots.refusal(path, target) or not target.is_file():
             continue  # the loader reports these; here they only end the walk
-        out += config_chain(target, (*_stack, path.resolve()))
+        out += config_chain(target, (*_stack, path.resolve()), roots)
     out.append(path)
     return out
 
@@ -86,7 +91,9 @@ class ConfigEdit:
         )
 
     def write(self) -> None:
-        self.path.write_text(self.new, encoding="utf-8")
+        from ootest.atomic import write_output
+
+        write_output(self.path, self.new, "ops enable --write")
 
 
 def config_name(op: OpName) -> str:

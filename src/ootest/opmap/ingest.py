@@ -27,7 +27,7 @@ from typing import Any
 
 from ootest.device.calls import example_key
 from ootest.errors import UserError
-from ootest.opmap.capture import ReadStats, check_record, keys_ok, read_capture
+from ootest.opmap.capture import MAX_OPS, ReadStats, check_record, keys_ok, read_capture
 from ootest.opmap.names import overload_of
 from ootest.opmap.store import (
     EDGE_INDEX,
@@ -211,6 +211,11 @@ class Ingest:
             if key in self.opsets:
                 self.revisit.add(key)
         self.current_ops.update(map(raw_ids.__getitem__, ops))
+        if len(self.current_ops) > MAX_OPS:  # over several records: see store.op_hash
+            raise UserError(
+                f"{rec['variant_id']}: ops: expected at most {MAX_OPS:,} op names in one "
+                f"variant; found {len(self.current_ops):,}"
+            )
         mode = 1 if rec.get("mode") == "compiled" else 0
         cap, var = key
         row = (cap, var, mode, *((json.dumps(ops), "$") if line is None else (line, "$.ops")))

@@ -45,6 +45,7 @@ nothing to replay for them.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import os
@@ -62,6 +63,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple
 
+from ootest.atomic import being_written, exclusive
 from ootest.cache import OPS_DB
 from ootest.errors import UserError
 from ootest.opmap.names import KNOWN_NAMESPACES, OpName, parse_op
@@ -273,6 +275,11 @@ class IngestReport:
     seconds: float = 0.0
 
 
+#: Seconds a writer waits for another writer of the same op map index (shards of a
+#: capture that end together), and a reader for a write in progress.
+WRITER_WAIT = 600.0
+
+
 # ------------------------------------------------------------------ the store
 class OpStore:
     """The op map index in one SQLite file.
@@ -286,6 +293,7 @@ class OpStore:
         self.path = path
         self._namespaces: frozenset[str] | None = None
         self.readonly = False
+        self._lock = contextlib.ExitStack()  # a writer's lock (Note [One writer of an index])
 
     # ---------------------------------------------------------------- opening
     @classmethod
@@ -301,6 +309,10 @@ class OpStore:
             p.parent.mkdir(parents=True, exist_ok=True)
         elif not p.is_file():
             raise UserError(f"{p}: expected an op map index file; found a folder")
+        lock = contextlib.ExitStack()
+        if create:  # a writer (ingest, merge, capture): one at a time, the next one waits
+            busy = f"--db {p}: another ootest process is writing this op map index"
+            lock.enter_context(exclusive(p, busy, wait=WRITER_WAIT))
         # a file (or folder) this process may not write is read as it is: an older
         # schema is completed in memory instead of upgraded in place
         folder = os.access(p.parent, os.W_OK)
@@ -311,19 +323,20 @@ class OpStore:
             uri = f"{p.resolve().as_uri()}?mode=ro" + ("" if folder else "&immutable=1")
             conn = sqlite3.connect(uri, uri=True, isolation_level=None)
         else:
-            conn = sqlite3.connect(p, isolation_level=None)
+            conn = sqlite3.connect(p, isolation_level=None, timeout=WRITER_WAIT)
         store = cls(conn, p)
         store.readonly = readonly
+        store._lock = lock
         try:
             store._setup(create)
         except sqlite3.DatabaseError as e:
-            conn.close()
+            store.close()
             raise UserError(
                 f"{p}: expected an op map index (SQLite); cannot read it ({e}); "
                 "pass the right --db or rebuild it with `ootest ops ingest`"
             ) from None
         except BaseException:
-            conn.close()
+            store.close()
             raise
         return store
 
@@ -339,6 +352,11 @@ class OpStore:
             "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
         ).fetchone()
         if has_meta is None:
+            if not create and being_written(self.path):
+                raise UserError(
+                    f"{self.path}: another ootest process is creating this op map index "
+                    "now; wait for it to finish (Note [One writer of an index])"
+                )
             if not create:
                 raise UserError(
                     f"{self.path}: expected an op map index; found a database without one. "
@@ -376,6 +394,7 @@ class OpStore:
 
     def close(self) -> None:
         self._conn.close()
+        self._lock.close()  # after the connection (Note [One writer of an index])
 
     def __enter__(self) -> OpStore:
         return self

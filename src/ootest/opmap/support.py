@@ -22,14 +22,23 @@ if TYPE_CHECKING:
 def from_file(path: str | os.PathLike[str]) -> SupportSet:
     """A supported-ops list: YAML/JSON (a list of names, or a mapping with ``ops:``
     as in an emu profile) or text (one name per line, ``#`` comments)."""
+    from ootest.atomic import decode_text
+
     p = Path(path)
+    limit = 16 * 2**20
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as fh:  # at most the limit: /dev/zero was read forever
+            data = fh.read(limit + 1)
     except OSError as e:
         raise UserError(
             f"{p}: expected a supported-ops list (YAML or one op per line); cannot read it: "
             f"{e.strerror or e}"
         ) from None
+    if len(data) > limit:
+        raise UserError(
+            f"{p}: expected a supported-ops list of at most {limit:,} bytes; found more"
+        )
+    text = decode_text(data, str(p))
     if p.suffix in (".yaml", ".yml", ".json"):
         return _from_yaml(p, text)
     names: list[str] = []
@@ -42,12 +51,9 @@ def from_file(path: str | os.PathLike[str]) -> SupportSet:
 
 
 def _from_yaml(p: Path, text: str) -> SupportSet:
-    import yaml
+    from ootest.config.smallyaml import load
 
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise UserError(f"{p}: expected YAML; found a syntax error: {e}") from None
+    data = load(text, str(p))
     if isinstance(data, dict) and "test_suite_config" in data:
         raise UserError(
             f"{p}: expected a supported-ops list; found a test_suite_config. "

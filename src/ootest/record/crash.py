@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ootest.atomic import write_atomic
 from ootest.record.results import CRASHED, TIMEOUT, Record, result_record
 
 __all__ = [
@@ -66,9 +67,7 @@ def inflight_path(state: Path, worker: str) -> Path:
 
 
 def write_inflight(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data))
 
 
 def read_inflight(path: Path) -> dict[str, Any] | None:

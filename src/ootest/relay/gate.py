@@ -15,10 +15,11 @@ import secrets
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ootest import naming as names
+from ootest.config.relay_policy import RelayPolicy
 from ootest.errors import UserError
-from ootest.relay import limits, names
+from ootest.relay import limits
 from ootest.relay.limits import MAX_DEPTH, describe
-from ootest.relay.policy import RelayPolicy
 
 # Note [Payload bounds]
 # Everything in a dispatch that grows with its size is bounded before it costs
@@ -225,7 +226,7 @@ def gate(env: Envelope, policy: RelayPolicy) -> GateResult:
         sha = _sha(src, head.get("sha"), f"{at}.pull_request.head.sha")
         label = policy.label()
         if label is not None and label not in labels:
-            return res(False, f"PR #{number} {action}: no label {label}")
+            return res(False, f"PR #{number} {action}: no label {policy.label_shown()}")
         return res(
             True,
             f"PR #{number} {action}",
@@ -310,5 +311,5 @@ def load_policy(config: str | None, device: str | None) -> RelayPolicy:
                 f"--device: expected {names.DEVICE_NAME_RULE}, found {describe(device)}; "
                 "pass a name like --device spyre"
             )
-        policy = policy.model_copy(update={"device": device})
+        policy = policy.with_device(device)
     return policy

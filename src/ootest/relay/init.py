@@ -22,8 +22,9 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from ootest import naming as names
+from ootest.atomic import write_atomic
 from ootest.errors import UserError
-from ootest.relay import names
 from ootest.relay.limits import describe
 from ootest.version import ootest_version
 
@@ -636,8 +637,7 @@ def init(
         )
     for path, text in files.items():
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            write_atomic(path, text)
             if path.suffix == ".sh":
                 path.chmod(0o755)
         except OSError as e:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ootest import naming as names
 from ootest.errors import UserError
-from ootest.relay import names
 from ootest.relay.limits import describe
 
 __all__ = [

@@ -23,10 +23,12 @@ from typing import Any
 
 import httpx
 
+from ootest import naming as names
 from ootest.atomic import write_atomic
 from ootest.errors import UserError
-from ootest.relay import limits, names
+from ootest.relay import limits
 from ootest.relay.limits import MAX_DEPTH
+from ootest.untrusted import for_terminal, redact
 
 AUDIENCE = "pytorch-cross-repo-ci-relay"
 CONCLUSIONS = ("success", "failure", "cancelled", "skipped", "timed_out", "neutral")
@@ -78,15 +80,14 @@ class JobInfo:
 
 def test_results(path: str | os.PathLike[str]) -> dict[str, int]:
     """``{passed, failed, skipped, total}`` from ootest JSONL results or any JUnit XML."""
+    from ootest.atomic import read_bounded
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise UserError(f"{p}: cannot read results: {e.strerror}") from None
+    data = read_bounded(p, "--results")  # /dev/zero was read forever (issue 28 item 15)
     counts = {"passed": 0, "failed": 0, "skipped": 0}
-    if text.lstrip().startswith("<"):
+    if data.lstrip().startswith(b"<"):
         try:
-            root = ET.fromstring(text)
+            root = ET.fromstring(data)  # bytes: the XML declaration names the encoding
         except ET.ParseError as e:
             raise UserError(f"{p}: not valid JUnit XML ({e})") from None
         for case in root.iter("testcase"):
@@ -99,8 +100,8 @@ def test_results(path: str | os.PathLike[str]) -> dict[str, int]:
     else:
         from ootest.record.results import RunData, read_records
 
-        recs = read_records(p)
-        if text.strip() and not any("outcome" in r for r in recs):
+        recs = read_records(p)  # torn or non-UTF-8 lines are skipped, as in a run
+        if data.strip() and not any("outcome" in r for r in recs):
             raise UserError(f"{p}: expected JSON lines with 'outcome' (ootest results)")
         return RunData.from_records(recs).test_results()
     counts["total"] = sum(counts.values())
@@ -114,9 +115,10 @@ def _now() -> str:
 def remote_text(text: str, limit: int = 200) -> str:
     """Text from the relay, safe to print in a CI log: one line, short, and no
     ``::`` (a line starting ``::add-mask::`` or ``::set-output`` would be a GitHub
-    Actions workflow command)."""
+    Actions workflow command), control characters escaped and credentials (the
+    relay may echo the OIDC token back) redacted (Note [Untrusted text])."""
     flat = " ".join(text.split())[:limit]
-    return flat.replace("::", ": :")
+    return for_terminal(redact(flat)).replace("::", ": :")
 
 
 def build_body(

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from ootest import naming as names
 from ootest.errors import UserError
-from ootest.relay import names
 
 API = "https://api.github.com"
 _NIGHTLY = re.compile(rf"nightly release \(({names.SHA_PATTERN})\)")

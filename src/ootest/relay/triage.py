@@ -73,11 +73,11 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from ootest import naming as names
 from ootest.errors import UserError
 from ootest.record.identity import backend_module, backend_name, reference_id
 from ootest.record.results import XPASSED_STRICT, Record, RunData, headline, read_records
 from ootest.record.signature import signature
-from ootest.relay import names
 
 SCHEMA_VERSION = 1
 CATEGORIES = ("upstream", "backend", "infra", "flake", "unknown")

@@ -152,8 +152,9 @@ def print_summary(
     extra: list[str] | None = None,
 ) -> None:
     from rich.console import Console
-    from rich.markup import escape as esc
     from rich.table import Table
+
+    from ootest.untrusted import for_rich as esc  # Note [Untrusted text]
 
     console = Console(width=max(Console().width, 120))
     table = Table(title="ootest summary")
@@ -256,8 +257,9 @@ def _cell(outcome: str, n: int) -> str:
 def print_trend(t: Trend, limit: int) -> None:
     """Outcome counts per run and the variants that changed between the last two."""
     from rich.console import Console
-    from rich.markup import escape as esc
     from rich.table import Table
+
+    from ootest.untrusted import for_rich as esc  # Note [Untrusted text]
 
     console = Console(width=max(Console().width, 120))
     runs = Table(title="outcomes per run (oldest first)")
@@ -362,8 +364,11 @@ def junit(data: RunData, name: str = "ootest") -> ET.ElementTree[ET.Element]:
 
 
 def write_junit(data: RunData, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    junit(data).write(path, encoding="utf-8", xml_declaration=True)
+    from ootest.atomic import write_output
+
+    write_output(
+        path, lambda f: junit(data).write(f, encoding="utf-8", xml_declaration=True), "--junit"
+    )
 
 
 # ---------------------------------------------------------------------- HTML
@@ -786,5 +791,6 @@ def write_html(
     trend: Trend | None = None,
     coverage: Coverage | None = None,
 ) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(html_report(data, title, trips, trend, coverage=coverage), encoding="utf-8")
+    from ootest.atomic import write_output
+
+    write_output(path, html_report(data, title, trips, trend, coverage=coverage), "--html")

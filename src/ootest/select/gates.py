@@ -21,7 +21,8 @@ makes it one for ``self.device_type`` = the privateuse1 backend's name:
   must): ``deviceCountAtLeast(n)`` with n > 1 (the device count is not known
   here), ``skipPRIVATEUSE1If(cond)`` and ``unittest.skipIf(cond)`` with a
   condition that is not a literal, ``largeTensorTest(size, device="cpu")``
-  (host memory).
+  (host memory). :func:`conditional` names these: no skip for the rules, but a
+  fact of the variant the model judge may cite (Note [Judge citations]).
 """
 
 from __future__ import annotations
@@ -102,6 +103,38 @@ def gate(decorator: str, device: str = "") -> str | None:
         return "@unittest.skip: upstream skips it everywhere"
     if dotted == "unittest.skipIf" and args and _literal(args[0]) is True:
         return "@unittest.skipIf(True): upstream skips it everywhere"
+    return None
+
+
+def conditional(decorator: str, device: str = "") -> str | None:
+    """Why ``decorator`` may keep the test off a privateuse1 device named
+    ``device`` depending on what is known only at run time (the **depends** class
+    of Note [Device gates]), or None. Not a skip for the rules; a fact the model
+    judge may cite for ``skip`` or ``xfail`` (Note [Model judge])."""
+    m = _CALL.match(decorator.strip())
+    if m is None or gate(decorator, device) is not None:
+        return None
+    dotted = m["name"]
+    name = dotted.rpartition(".")[2]
+    parsed = _args(m["args"])
+    if parsed is None:
+        return None
+    args, kw = parsed
+    mine = {*_ME, device.lower()} - {""}
+    if name == "deviceCountAtLeast" and args:
+        n = _literal(args[0])
+        if not isinstance(n, int) or n > 1:
+            return f"@deviceCountAtLeast: needs {n if isinstance(n, int) else 'several'} devices"
+        return None
+    if name in ("skipPRIVATEUSE1If", "skipIf") and args and _literal(args[0]) is ...:
+        return f"@{name}: skips on a condition known at run time"
+    if name == "onlyOn" and args and _devices(args[0]) is None:
+        return "@onlyOn: runs on devices named at run time"
+    if name == "largeTensorTest":
+        where = kw.get("device") or (args[1] if len(args) > 1 else None)
+        target = _devices(where) if where is not None else None
+        if target is None or not target & mine:
+            return "@largeTensorTest: needs memory known at run time"
     return None
 
 

@@ -31,7 +31,6 @@ judge's line, refine's counts) is returned in ``notes``, in order.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
@@ -321,13 +320,11 @@ def write(selection: Selection, out: Path) -> Written:
 
 
 def _write(out: Path, text: str, sidecar: str) -> None:
+    from ootest.atomic import write_output
     from ootest.select.refine import sidecar_path
 
-    out.parent.mkdir(parents=True, exist_ok=True)
     for path, data in ((out, text), (sidecar_path(out), sidecar)):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(data, encoding="utf-8")
-        os.replace(tmp, path)
+        write_output(path, data, "--out")
 
 
 # ------------------------------------------------------------------ refine

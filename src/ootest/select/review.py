@@ -292,7 +292,8 @@ def _changes(old: list[Row], new: list[Row], edits: dict[str, tuple[str, str]]) 
 # ----------------------------------------------------------------- renderers
 def print_review(r: Review) -> None:
     from rich.console import Console
-    from rich.markup import escape
+
+    from ootest.untrusted import for_rich as escape  # Note [Untrusted text]
 
     console = Console(width=max(Console().width, 120))
     modes = ", ".join(f"{r.modes[m]} {m}" for m in MODES if r.modes[m])

@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ootest.atomic import write_output
 from ootest.errors import UserError
 from ootest.select.gates import gate
 
@@ -219,17 +220,17 @@ def read_prefs(path: Path) -> Prefs:
     """The preferences file; one ``file:line: key: message`` error for anything off."""
     import yaml
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise UserError(f"--prefs {path}: cannot read it: {e.strerror or e}") from None
+    from ootest.atomic import read_text_bounded
+    from ootest.config.smallyaml import load
+
+    text = read_text_bounded(path, "--prefs", limit=16 * 2**20)
     try:
         node = yaml.compose(text)
-        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         raise UserError(f"{where}: expected YAML; found a syntax error; fix the syntax") from None
+    data = load(text, str(path), unique_keys=True)  # bounded; a key given twice is an error
     if data is None:
         return Prefs(source=str(path))
 
@@ -508,16 +509,17 @@ def read_scope(path: Path) -> tuple[Scope, dict[str, str], str]:
     """(the scope, area per excluded file, the preferences' notes for a model
     judge) from the YAML ``select scope`` writes, or from a list of file keys
     (one a line: in scope; a line ``!KEY`` excludes one; no notes)."""
-    import yaml
 
+    from ootest.atomic import read_text_bounded
+    from ootest.config.smallyaml import load
+
+    text = read_text_bounded(path, "--scope", limit=16 * 2**20)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise UserError(f"--scope {path}: cannot read it: {e.strerror or e}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        data = None
+        data = load(text, str(path))
+    except UserError:
+        if text.lstrip().startswith(("files:", "excluded:", "{")):
+            raise  # meant as YAML: say what is wrong with it
+        data = None  # a list of file keys
     if isinstance(data, dict) and "files" in data:
         try:
             keys = {str(f["path"]) for f in data.get("files") or []}
@@ -541,7 +543,7 @@ def _is_test_file(key: str) -> bool:
 
 def run_scope(args: argparse.Namespace) -> int:
     from ootest.atomic import check_output
-    from ootest.memory._files import discover
+    from ootest.memory._files import discover, read_source
 
     if args.out is not None:
         check_output(args.out, "--out")  # before the backend is probed
@@ -562,7 +564,10 @@ def run_scope(args: argparse.Namespace) -> int:
                 "the tests; set TORCH_ROOT to one, or pass --root PATH"
             )
     prefs = read_prefs(args.prefs) if args.prefs else Prefs()
-    files = [f for f in discover(roots) if _is_test_file(f.key)]  # before the slow probe
+    skipped: list[str] = []  # Note [Only regular files inside the roots]
+    files = [f for f in discover(roots, skipped) if _is_test_file(f.key)]  # before the probe
+    for line in skipped:
+        print(f"warning: {line}", file=sys.stderr)
     if args.detected is not None:
         try:
             data = json.loads(args.detected.read_text(encoding="utf-8"))
@@ -582,12 +587,15 @@ def run_scope(args: argparse.Namespace) -> int:
     else:
         raise UserError("select scope: expected --device emu[:PROFILE] or MODULE:NAME")
     if args.save_detected is not None:
-        args.save_detected.write_text(json.dumps(asdict(det), sort_keys=True, indent=1) + "\n")
-    scoped = [classify(file_info(f.key, f.path.read_bytes(), det.name), det, prefs) for f in files]
+        write_output(
+            args.save_detected,
+            json.dumps(asdict(det), sort_keys=True, indent=1) + "\n",
+            "--save-detected",
+        )
+    scoped = [classify(file_info(f.key, read_source(f.path), det.name), det, prefs) for f in files]
     text = render_scope(det, prefs, [str(r) for r in roots], scoped)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
+        write_output(args.out, text, "--out")
     else:
         sys.stdout.write(text)
     inside = sum(s.in_scope for s in scoped)

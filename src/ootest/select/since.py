@@ -97,16 +97,13 @@ class Outcome:
         return head + (f" ({'; '.join(parts)})" if parts else "")
 
     def write(self) -> None:
-        self.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.out.with_name(self.out.name + ".tmp")
-        tmp.write_bytes(self.new_text.encode("utf-8"))
-        os.replace(tmp, self.out)
-        path = sidecar_path(self.out)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb", buffering=0) as f:
-            self.sidecar.write_to(f)
-        self.sidecar.close()  # the old file may be the one replaced
-        os.replace(tmp, path)
+        from ootest.atomic import write_output
+
+        write_output(self.out, self.new_text, "--out")
+        try:
+            write_output(sidecar_path(self.out), self.sidecar.write_to, "--out")
+        finally:
+            self.sidecar.close()  # the old file may be the one replaced
 
 
 # ------------------------------------------------------------------ the sidecar

@@ -312,7 +312,12 @@ def _read_profile(path: Path, seen: tuple[Path, ...]) -> Profile:
     doc = _Yaml(path)
     data = doc.data
     if not isinstance(data, dict):
-        msg = f"expected a mapping ({', '.join(_PROFILE_KEYS)}), found {_yaml_type(data)}"
+        # the file may be anything (extends: a symlink to /etc/passwd): never quoted
+        if isinstance(data, str):
+            found = f"text of {len(data):,} characters (not shown: it is not a profile)"
+        else:
+            found = _yaml_type(data) if data is None or isinstance(data, list) else "one value"
+        msg = f"expected a mapping ({', '.join(_PROFILE_KEYS)}), found {found}"
         raise DeviceError(str(Problem(str(path), 1, 1, "", msg)))
     problems = [
         doc.problem(
