@@ -264,3 +264,24 @@ def test_a_refresh_killed_while_indexing_builds_the_memory_again(
     assert done.changed and "- **decisions**: evaluated 10 of 13 variants" in (
         done.pr_body.read_text().replace("\\", "")
     )
+
+
+def test_the_pull_request_body_is_inert_and_keeps_no_secret() -> None:
+    from collections import Counter
+
+    from ootest.select.refresh import pr_body
+    from ootest.select.review import Change
+
+    token = "ghp_" + "a1B2" * 9
+    why = f"device: RuntimeError: [click](https://evil.invalid) @admin </details> {token}"
+    ch = Change("changed", "mandatory_success ops_supported", "xfail_strict observed_fail", 1)
+    ch.why = Counter({why: 1})
+    before = "# a\ntest_suite_config:\n"
+    after = f"# a\n# ```\n# {why}\ntest_suite_config:\n"
+    body = pr_body("suite.yaml", before, after, {"memory_diff": "1 of 2 variants changed"}, [ch])
+    assert token not in body
+    row = next(x for x in body.splitlines() if x.startswith("| changed"))
+    inert = r"\[click\]\(https\:\/\/evil\.invalid\) &#64;admin &lt;\/details&gt; \[redacted\]"
+    assert row.endswith(f"| 1 | device\\: RuntimeError\\: {inert} |")
+    assert "````diff\n" in body  # a fence longer than the diff's own backticks
+    assert "+# device: RuntimeError: [click](https://evil.invalid) @admin </details> " in body

@@ -495,9 +495,14 @@ def pr_body(
     changes: list[Any],
 ) -> str:
     """The pull request's Markdown: counts, the decisions that changed and why, the
-    config's diff. Test-derived text is escaped (Note [Escaping test-derived text]);
-    the diff is in a fence longer than any run of backticks in it."""
-    from ootest.htmlpage import md
+    config's diff. The body is public: test-derived text is escaped (Note [Escaping
+    test-derived text]) and credentials in it redacted (Note [Untrusted text]); the
+    diff is in a fence longer than any run of backticks in it."""
+    from ootest.htmlpage import md as escape
+    from ootest.untrusted import redact
+
+    def md(text: object, limit: int = 200) -> str:
+        return escape(redact(str(text)), limit)
 
     old_torch, new_torch = facts.get("torch") or ["?", "?"]
     up = facts.get("upgrade") or {}
@@ -540,6 +545,7 @@ def pr_body(
             f"b/{name}",
         )
     )
+    diff = redact(diff)
     room = BODY_CHARS - sum(len(x) + 1 for x in lines) - 200
     shown = diff if len(diff) <= room else diff[: max(0, room)].rsplit("\n", 1)[0] + "\n"
     fence = "`" * max(3, _longest_backticks(shown) + 1)
