@@ -435,16 +435,9 @@ def _add_refresh(ssub: Any) -> None:
         metavar="OLD.db",
         help="the memory the config was decided from; replaced by the new one at the end",
     )
-    f.add_argument(
-        "--root",
-        dest="roots",
-        action="extend",
-        nargs="+",
-        required=True,
-        type=Path,
-        metavar="PATH",
-        help="the test tree of the installed torch (as index build --root)",
-    )
+    from ootest.cli.index_cmd import add_roots
+
+    add_roots(f, "the test tree of the installed torch (as index build --root)")
     f.add_argument(
         "--work",
         type=Path,
