@@ -46,8 +46,11 @@ def test_public_modules_declare_all() -> None:
         "ootest.record.shard",
         "ootest.relay.matrix",
         "ootest.naming",
+        "ootest.runner.job",
         "ootest.runner.merge",
         "ootest.runner.shards",
+        "ootest.select.pipeline",
+        "ootest.select.refresh",
     ):
         mod = importlib.import_module(name)
         exported = getattr(mod, "__all__", None)

@@ -10,12 +10,25 @@ test-derived text (names, messages, reasons) is HTML-escaped. Tables marked
 are a few lines of inline script, and without scripts the page reads the same.
 Its size grows with what it summarises (ops, files, reasons), never with the
 number of variants (Note [Bounded HTML]).
+
+Note [Escaping test-derived text]
+Test names, messages and reasons come from the code under test (a PR's tests,
+a backend's error text): in a job summary they must stay text. :func:`md` makes
+any of them inert in GitHub-flavoured Markdown: control and bidirectional
+formatting characters go (newlines become spaces), ``& < > " '`` become HTML
+entities (no tag, no comment, no entity of theirs survives), every other ASCII
+punctuation character Markdown or a table gives meaning to is backslash-escaped
+(so no link, image, emphasis, heading, table cell, autolink or ``::`` workflow
+command can start from it: ``::`` is written ``\\:\\:``), ``@`` becomes ``&#64;``
+(no mention), and the text is cut to a bound. The summary's size is bounded by
+its row counts, not by the run.
 """
 
 from __future__ import annotations
 
 import html
 import re
+import unicodedata
 
 __all__ = [
     "BIDI",
@@ -26,6 +39,7 @@ __all__ = [
     "esc",
     "filter_box",
     "heat_style",
+    "md",
     "page",
     "visible",
 ]
@@ -135,3 +149,27 @@ def page(title: str, body: str, css: str = "", script: bool = True) -> str:
         f"<title>{esc(title)}</title><style>{BASE_CSS}{css}</style></head>"
         f"<body>{body}{js}</body></html>\n"
     )
+
+
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;", "@": "&#64;"}
+_PUNCT = "\\`*_{}[]()#+-.!|~:=$%^,;/?"
+_TABLE: dict[int, str] = {ord(c): "\\" + c for c in _PUNCT}
+_TABLE.update({ord(c): e for c, e in _ENTITIES.items()})
+CHARS = 200  # characters of one text
+
+
+def md(text: object, limit: int = CHARS) -> str:
+    """``text`` as inert Markdown (Note [Escaping test-derived text])."""
+    s = str(text)
+    out = []
+    for ch in s:
+        if ch in "\r\n\t":
+            out.append(" ")
+        elif ch in BIDI or unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn"):
+            continue
+        else:
+            out.append(ch)
+    s = re.sub(r" {2,}", " ", "".join(out)).strip()
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return s.translate(_TABLE)

@@ -30,16 +30,7 @@ def add_parser(sub: Any) -> None:
         "build",
         help="index test trees (incremental); extra arguments after -- go to pytest",
     )
-    b.add_argument(
-        "--root",
-        dest="roots",
-        action="extend",
-        nargs="+",
-        required=True,
-        type=Path,
-        metavar="PATH",
-        help="a folder of test files (a PyTorch checkout's test/, a backend's tests)",
-    )
+    add_roots(b, "a folder of test files (a PyTorch checkout's test/, a backend's tests)")
     b.add_argument(
         "--device",
         metavar="DEVICE",
@@ -120,6 +111,20 @@ def add_parser(sub: Any) -> None:
     m.add_argument("--limit", type=int, default=None, metavar="N", help="ask at most N prompts")
     _db_option(m)
     m.set_defaults(func=summarize)
+
+
+def add_roots(p: argparse.ArgumentParser, help: str) -> None:
+    """``--root PATH...`` (one or more, repeatable): the test trees to index."""
+    p.add_argument(
+        "--root",
+        dest="roots",
+        action="extend",
+        nargs="+",
+        required=True,
+        type=Path,
+        metavar="PATH",
+        help=help,
+    )
 
 
 def _db_option(p: argparse.ArgumentParser) -> None:

@@ -20,13 +20,25 @@ def add_parser(sub: Any) -> None:
         metavar="LABEL,LABEL",
         help="runner labels of the test job, where the hardware is (default: self-hosted,DEVICE)",
     )
+    p.add_argument(
+        "--refresh",
+        action="store_true",
+        help="also a scheduled workflow that runs 'ootest select refresh' on the runner and "
+        "opens a pull request with the config change",
+    )
+    p.add_argument(
+        "--refresh-schedule",
+        metavar="CRON",
+        help="when the refresh runs (default weekly: '41 5 * * 1'; implies --refresh)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite existing files")
     p.set_defaults(func=init_cmd)
 
 
 def init_cmd(args: argparse.Namespace) -> int:
-    from ootest.relay.init import init
+    from ootest.relay.init import WEEKLY, init
 
+    refresh = args.refresh_schedule or (WEEKLY if args.refresh else None)
     written = init(
         Path(args.dir),
         args.device,
@@ -34,6 +46,7 @@ def init_cmd(args: argparse.Namespace) -> int:
         max(1, args.shards),
         args.force,
         runs_on=args.runs_on,
+        refresh=refresh,
     )
     for path in written:
         print(f"wrote {path}")

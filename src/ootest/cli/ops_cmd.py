@@ -260,38 +260,15 @@ def for_test(args: argparse.Namespace) -> int:
 
 
 def _support(args: argparse.Namespace) -> tuple[Any, list[str]]:
-    from ootest.opmap import support
+    from ootest.select.backend import support_set
 
-    if args.supported is not None:
-        return support.from_file(args.supported), []
-    if args.device is not None or args.detected is not None:
-        from ootest.select.backend import capabilities
-
-        caps = capabilities(args.device, detected=args.detected)
-        assert caps.ops is not None  # a device or a detection always gives ops
-        return caps.ops, caps.notes
-    return support.from_config(args.config)
+    return support_set(args.device, args.detected, args.supported, args.config)
 
 
 def _device_check(args: argparse.Namespace, covers: list[str]) -> str | None:
-    """With --device/--detected: a warning when the backend runs none of the
-    recorded overloads the op names (Note [Backend capabilities])."""
-    if args.device is None and args.detected is None:
-        return None
-    from ootest.select.backend import capabilities
+    from ootest.select.backend import cannot_run
 
-    caps = capabilities(args.device, detected=args.detected)
-    assert caps.ops is not None
-    if not covers:
-        return None
-    lacking = [o for o in covers if not caps.ops.covers(o)]
-    if not lacking:
-        return None
-    return (
-        f"the backend ({caps.source}) cannot run {', '.join(lacking[:5])}"
-        + (f" and {len(lacking) - 5} more" if len(lacking) > 5 else "")
-        + ": tests enabled for it will fail until it registers a kernel"
-    )
+    return cannot_run(args.device, args.detected, covers)
 
 
 def missing(args: argparse.Namespace) -> int:
@@ -423,24 +400,11 @@ def _more(con: Any, items: list[Any], limit: int | None) -> None:
 
 
 def affected(args: argparse.Namespace) -> int:
-    from ootest.opmap.affected import affected as compute
-    from ootest.opmap.affected import ops_from_diff, registered_op
+    from ootest.opmap.affected import affected_by
 
-    change = None
     with _store(args) as store:
-        if args.ops is not None:
-            names = [n for n in (s.strip() for s in args.ops.split(",")) if n]
-            if not names:
-                raise UserError("--ops: expected one or more op names, e.g. aten::mm,aten::add")
-            rep = compute(store, [store.parse(n) for n in names])
-        else:
-            if args.src is None:
-                raise UserError("--diff needs --src DIR, the backend's git checkout")
-            change = ops_from_diff(args.src, args.diff)
-            reasons = [f"could not map {u}" for u in change.unmapped]
-            ops = [registered_op(o) for o in sorted(change.ops)]
-            rep = compute(store, ops, everything_because=reasons or None)
-            rep.change = change
+        rep = affected_by(store, args.ops, args.src, args.diff)
+    change = rep.change
     if args.out is not None:
         from ootest.atomic import check_output, write_output
 

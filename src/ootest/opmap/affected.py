@@ -257,3 +257,24 @@ def registered_op(name: str) -> OpName:
     ns, _, rest = name.partition("::")
     base, _, overload = rest.partition(".")
     return OpName(ns, base, overload)
+
+
+def affected_by(
+    store: OpStore, ops: str | None, src: Path | None, diff: str | None
+) -> AffectedReport:
+    """``ootest ops affected``: the variants ``ops`` (names separated by commas)
+    affect, else those the git ``diff`` of the backend checkout ``src`` affects
+    (with the change attached)."""
+    if ops is not None:
+        names = [n for n in (s.strip() for s in ops.split(",")) if n]
+        if not names:
+            raise UserError("--ops: expected one or more op names, e.g. aten::mm,aten::add")
+        return affected(store, [store.parse(n) for n in names])
+    if src is None or diff is None:
+        raise UserError("--diff needs --src DIR, the backend's git checkout")
+    change = ops_from_diff(src, diff)
+    reasons = [f"could not map {u}" for u in change.unmapped]
+    ops_changed = [registered_op(o) for o in sorted(change.ops)]
+    rep = affected(store, ops_changed, everything_because=reasons or None)
+    rep.change = change
+    return rep

@@ -1,54 +1,20 @@
 """The Markdown job summary (``ootest report --format summary``, for ``$GITHUB_STEP_SUMMARY``).
 
-Note [Escaping test-derived text]
-Test names, messages and reasons come from the code under test (a PR's tests,
-a backend's error text): in a job summary they must stay text. :func:`md` makes
-any of them inert in GitHub-flavoured Markdown: control and bidirectional
-formatting characters go (newlines become spaces), ``& < > " '`` become HTML
-entities (no tag, no comment, no entity of theirs survives), every other ASCII
-punctuation character Markdown or a table gives meaning to is backslash-escaped
-(so no link, image, emphasis, heading, table cell, autolink or ``::`` workflow
-command can start from it: ``::`` is written ``\\:\\:``), ``@`` becomes ``&#64;``
-(no mention), and the text is cut to a bound. The summary's size is bounded by
-its row counts, not by the run.
+The escaping is :func:`ootest.htmlpage.md` (Note [Escaping test-derived text]).
 """
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from urllib.parse import quote, urlsplit
 
-from ootest.htmlpage import BIDI
+from ootest.htmlpage import md
 from ootest.record.results import RunData, blocking, headline
 from ootest.runner.coverage import Coverage
 from ootest.runner.reasons import details_text, expected_groups, skip_groups
 
 __all__ = ["job_summary", "md", "missing_ops"]
 
-_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;", "@": "&#64;"}
-_PUNCT = "\\`*_{}[]()#+-.!|~:=$%^,;/?"
-_TABLE: dict[int, str] = {ord(c): "\\" + c for c in _PUNCT}
-_TABLE.update({ord(c): e for c, e in _ENTITIES.items()})
 ROWS = 10  # rows per table
-CHARS = 200  # characters of one text
-
-
-def md(text: object, limit: int = CHARS) -> str:
-    """``text`` as inert Markdown (Note [Escaping test-derived text])."""
-    s = str(text)
-    out = []
-    for ch in s:
-        if ch in "\r\n\t":
-            out.append(" ")
-        elif ch in BIDI or unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn"):
-            continue
-        else:
-            out.append(ch)
-    s = re.sub(r" {2,}", " ", "".join(out)).strip()
-    if len(s) > limit:
-        s = s[: limit - 1] + "…"
-    return s.translate(_TABLE)
 
 
 def _url(url: str) -> str | None:

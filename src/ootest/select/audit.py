@@ -96,15 +96,11 @@ def population(config: Path, known: Iterable[str] = ()) -> tuple[Population, Any
     config gives them a mode all the same (``unlisted``, Note [Undecided variants
     run]); also the loaded config and its files by file key."""
     from ootest.config.decide import Context, decide
-    from ootest.config.load import load_config
-    from ootest.config.paths import file_keys
     from ootest.opmap.enable import variant_from_id
     from ootest.select.refine import read_sidecar, sidecar_path
 
     rows = read_sidecar(sidecar_path(config))
-    cfg = load_config(config)
-    keys = file_keys(cfg.source, (t for t, _ in cfg.resolved))
-    by_key = {keys.key(rf.path): rf for rf in cfg.files}
+    cfg, by_key = config_files(config)
     ctx = Context.current()
     pop = Population([], variants=len(rows))
     decided = {d.variant_id for _ev, d, _fp in rows}
@@ -128,6 +124,16 @@ def population(config: Path, known: Iterable[str] = ()) -> tuple[Population, Any
         pop.members.append(Member(vid, now.mode, reason))
     pop.members.sort(key=lambda m: m.variant_id)
     return pop, cfg, by_key
+
+
+def config_files(config: Path) -> tuple[Any, dict[str, Any]]:
+    """The loaded ``config`` and its resolved files by file key."""
+    from ootest.config.load import load_config
+    from ootest.config.paths import file_keys
+
+    cfg = load_config(config)
+    keys = file_keys(cfg.source, (t for t, _ in cfg.resolved))
+    return cfg, {keys.key(rf.path): rf for rf in cfg.files}
 
 
 def matches_reason(reason: str, wanted: str) -> bool:
@@ -219,10 +225,13 @@ def run_sample(
     device: str | None,
     timeout: float,
     pytest_args: list[str],
+    resume: bool = False,
+    what: str = "select audit: running the sample",
 ) -> None:
-    """``ootest run`` the audit config in a subprocess (it never imports torch here)."""
-    cmd = [sys.executable, "-m", "ootest.cli", "run", str(config), "--results", str(results)]
-    cmd += ["-q", "--timeout", str(timeout)]
+    """``ootest run`` the audit config in a subprocess (it never imports torch here);
+    ``resume``: keep the results already in ``results`` and run only what they lack."""
+    cmd = [sys.executable, "-m", "ootest.cli", "run", str(config)]
+    cmd += ["--resume" if resume else "--results", str(results), "-q", "--timeout", str(timeout)]
     if device:
         cmd += ["--device", device]
     if pytest_args:
@@ -231,7 +240,7 @@ def run_sample(
     if r.returncode not in (0, 1, 3):  # 1: sampled variants failed; 3: the guard tripped
         tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
         raise UserError(
-            f"select audit: running the sample with {config} failed (ootest run exit "
+            f"{what} with {config} failed (ootest run exit "
             f"status {r.returncode}); its output ends:\n{tail}"
         )
 

@@ -30,7 +30,7 @@ from ootest.opmap.names import SupportSet
 if TYPE_CHECKING:
     from ootest.select.scope import Detection
 
-__all__ = ["Capabilities", "capabilities"]
+__all__ = ["Capabilities", "cannot_run", "capabilities", "support_set"]
 
 
 @dataclass(frozen=True)
@@ -124,3 +124,41 @@ def _detection(device: str | None, detected: Path | None, save: Path | None) -> 
 
         write_atomic(save, json.dumps(asdict(det), sort_keys=True, indent=1) + "\n")
     return det
+
+
+def support_set(
+    device: str | None, detected: Path | None, supported: Path | None, config: Path | None
+) -> tuple[SupportSet, list[str]]:
+    """What ``ootest ops missing`` weighs ops against, and notes: ``supported`` (a
+    list), else the backend (``device`` or ``detected``), else the config's
+    ``global.supported_ops``."""
+    from ootest.opmap import support
+
+    if supported is not None:
+        return support.from_file(supported), []
+    if device is not None or detected is not None:
+        caps = capabilities(device, detected=detected)
+        assert caps.ops is not None  # a device or a detection always gives ops
+        return caps.ops, caps.notes
+    if config is None:
+        raise UserError("ops missing: expected --supported, --device, --detected or --config")
+    return support.from_config(config)
+
+
+def cannot_run(device: str | None, detected: Path | None, covers: list[str]) -> str | None:
+    """With ``device``/``detected``: a warning when the backend runs none of the
+    recorded overloads ``covers`` names (Note [Backend capabilities])."""
+    if device is None and detected is None:
+        return None
+    caps = capabilities(device, detected=detected)
+    assert caps.ops is not None
+    if not covers:
+        return None
+    lacking = [o for o in covers if not caps.ops.covers(o)]
+    if not lacking:
+        return None
+    return (
+        f"the backend ({caps.source}) cannot run {', '.join(lacking[:5])}"
+        + (f" and {len(lacking) - 5} more" if len(lacking) > 5 else "")
+        + ": tests enabled for it will fail until it registers a kernel"
+    )

@@ -1,0 +1,573 @@
+"""A whole upgrade cycle in one call: ``ootest select refresh``.
+
+Note [Refresh]
+``select refresh --config S --memory OLD.db --root TREE`` does what a person
+does after a PyTorch upgrade, each step the call the command of that step makes:
+
+1. ``index``: the memory of the installed torch and ``TREE`` (``ootest index
+   build``, into the work folder);
+2. ``diff``: the memory diff from ``OLD.db`` (``ootest index diff``), kept for the
+   pull request's body;
+3. ``decide``: only what changed decided again (``select run --since``:
+   :func:`ootest.select.pipeline.upgrade`), into a staged config next to ``S``
+   (``S.refresh.yaml``: ``path:`` values and file keys resolve the same);
+4. ``run``: the variants step 3 decided again, unless it skips them, run on the
+   device by ``ootest run`` in a child process (supervised: crashes and hangs are
+   results), as ``select audit`` runs its sample;
+5. ``refine``: the staged config refined from that run (``select refine``);
+6. ``write``: the staged config and its evidence over ``S``, the new memory over
+   ``OLD.db`` (the memory the config is now decided from), the review page
+   (``select review --previous``) and a Markdown pull-request body (the counts,
+   the decisions that changed and why, the config's diff) into the work folder.
+
+Each step's end is recorded in ``state.json`` in the work folder (default
+``S.refresh/`` next to ``S``) before the next starts, and each step can be done
+again from its start: a refresh that was killed resumes, with the same command,
+at the step it was in (the run continues with ``ootest run --resume``). Nothing
+is written over ``S`` or ``OLD.db`` before step 6. A config changed by someone
+while a refresh waits is an error (``--fresh`` starts over).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ootest.atomic import write_atomic
+from ootest.errors import UserError
+from ootest.select.pipeline import Inputs
+
+if TYPE_CHECKING:
+    from ootest.memory import Collector
+
+__all__ = ["STEPS", "Refresh", "Refreshed", "Runner", "pr_body", "refresh", "work_dir"]
+
+#: The steps, in order (Note [Refresh]); ``begin`` keeps the config as it was.
+STEPS = ("begin", "index", "diff", "decide", "run", "refine", "write")
+FORMAT = 1
+#: The files a refresh writes into its work folder (besides new.db* and run/).
+_OURS = ("state.json", "diff.json", "before.yaml", "before.evidence.jsonl", "review.html", "pr.md")
+#: What the pull-request body shows at the most: GitHub takes 65,536 characters.
+BODY_CHARS = 60_000
+CHANGE_ROWS = 30
+
+
+class Runner(Protocol):
+    """Runs ``config`` on the device, its results to ``results`` (``ootest run``)."""
+
+    def __call__(
+        self,
+        config: Path,
+        results: Path,
+        *,
+        device: str | None,
+        timeout: float,
+        pytest_args: list[str],
+        resume: bool,
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class Refresh:
+    """What to refresh, and from what."""
+
+    config: Path
+    memory: Path  # the memory the config was decided from (OLD.db)
+    roots: tuple[Path, ...]  # the test trees of the installed torch
+    inputs: Inputs = field(default_factory=Inputs)  # select run's sources (memory: unused)
+    work: Path | None = None  # default: <config>.refresh/ next to the config
+    k: int = 2  # clean passes before mandatory (refine)
+    max_rtol: float | None = None
+    timeout: float | None = None  # per test (default: the config's, else 300 s)
+    torch_db: bool | None = None  # index the installed torch's op_db (default: as OLD.db)
+    jobs: int = 1
+    pytest_args: tuple[str, ...] = ()
+    fresh: bool = False  # start over, whatever the work folder holds
+
+
+@dataclass
+class Refreshed:
+    """What a refresh did (also kept in ``state.json``)."""
+
+    work: Path
+    done: list[str]
+    resumed_at: str | None = None
+    changed: bool = False  # the config is another file now
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pr_body(self) -> Path:
+        return self.work / "pr.md"
+
+    @property
+    def review(self) -> Path:
+        return self.work / "review.html"
+
+
+def _stem(config: Path) -> str:
+    return config.name.removesuffix(".yaml").removesuffix(".yml")
+
+
+def work_dir(config: Path) -> Path:
+    """The default work folder: ``SUITE.refresh/`` next to ``SUITE.yaml``."""
+    return config.with_name(f"{_stem(config)}.refresh")
+
+
+def _staged(config: Path, what: str) -> Path:
+    """A file next to the config (``path:`` values resolve the same from it)."""
+    return config.with_name(f"{_stem(config)}.{what}.yaml")
+
+
+def _digest(path: Path) -> str:
+    from ootest.select.writer import file_digest
+
+    return file_digest(path)
+
+
+def refresh(
+    job: Refresh,
+    *,
+    say: Callable[[str], None] = lambda _: None,
+    runner: Runner | None = None,
+    collector: Collector | None = None,
+) -> Refreshed:
+    """Do the steps of Note [Refresh] that the work folder has not done yet.
+    ``runner`` runs a config on the device (default ``ootest run`` in a child
+    process); ``collector`` collects variants for the memory (default: pytest in
+    child processes, as ``index build``)."""
+    from ootest.select.refine import sidecar_path
+
+    config, memory = job.config, job.memory
+    if not config.is_file():
+        raise UserError(f"--config {config}: no such config; pass the config 'select run' wrote")
+    if not sidecar_path(config).is_file():
+        raise UserError(
+            f"--config {config}: expected its evidence file {sidecar_path(config)} next to it "
+            "(written by 'ootest select run'); refresh a config ootest selected"
+        )
+    if not memory.is_file():
+        raise UserError(
+            f"--memory {memory}: no such index; pass the memory the config was decided from "
+            "(ootest index build)"
+        )
+    if job.k < 1:
+        raise UserError(f"-k: expected at least 1 clean pass; found {job.k}")
+    work = job.work or work_dir(config)
+    state = _State.open(work, job)
+    out = Refreshed(work, state.done, changed=bool(state.facts.get("changed")), facts=state.facts)
+    todo = [s for s in STEPS if s not in state.done]
+    if not todo:
+        say(f"ootest: refresh: {work} is done (pass --fresh to start another)")
+        return out
+    if state.done:
+        out.resumed_at = todo[0]
+        say(f"ootest: refresh: resuming at step {todo[0]} ({', '.join(state.done)} done)")
+    steps: dict[str, Callable[[_Ctx], None]] = {
+        "begin": _begin,
+        "index": _index,
+        "diff": _diff,
+        "decide": _decide,
+        "run": _run,
+        "refine": _refine,
+        "write": _write,
+    }
+    ctx = _Ctx(job, work, state, say, runner or _ootest_run, collector)
+    for step in todo:
+        say(f"ootest: refresh: {step}")
+        started = time.perf_counter()
+        steps[step](ctx)
+        state.facts.setdefault("seconds", {})[step] = round(time.perf_counter() - started, 2)
+        state.finish(step)
+    out.changed = bool(state.facts.get("changed"))
+    return out
+
+
+# ------------------------------------------------------------------ state
+@dataclass
+class _State:
+    path: Path
+    done: list[str]
+    facts: dict[str, Any]
+
+    @classmethod
+    def open(cls, work: Path, job: Refresh) -> _State:
+        from ootest.atomic import check_output
+
+        check_output(work, "--work", folder=True)
+        path = work / "state.json"
+        ident = {"config": str(job.config.resolve()), "memory": str(job.memory.resolve())}
+        if job.fresh or not path.exists():
+            for name in (_staged(job.config, "refresh"), _staged(job.config, "refresh-run")):
+                _unlink(name)
+            for child in work.iterdir():  # only what a refresh writes there
+                if child.name == "run" and child.is_dir():
+                    shutil.rmtree(child)
+                elif child.name in _OURS or child.name.startswith("new.db"):
+                    child.unlink()
+            st = cls(path, [], {**ident, "format": FORMAT})
+            st.save()
+            return st
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            done = [str(s) for s in data["done"]]
+            facts = dict(data["facts"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise UserError(
+                f"{path}: expected the state of a refresh; cannot read it ({e}); "
+                "pass --fresh to start over"
+            ) from None
+        for key, value in ident.items():
+            if facts.get(key) != value:
+                raise UserError(
+                    f"--work {work}: holds a refresh of {key} {facts.get(key)}, not {value}; "
+                    "pass another --work, or --fresh to start over"
+                )
+        st = cls(path, done, facts)
+        if "begin" in done and "write" not in done:
+            now = _digest(job.config)
+            staged = _staged(job.config, "refresh")
+            ours = staged.is_file() and now == _digest(staged)  # the write step's copy
+            if now != facts.get("config_digest") and not ours:
+                raise UserError(
+                    f"--config {job.config}: changed since the refresh in {work} started "
+                    f"({facts.get('config_digest')}, now {now}); pass --fresh to start over "
+                    "from the config as it is"
+                )
+        return st
+
+    def finish(self, step: str) -> None:
+        self.done.append(step)
+        self.save()
+
+    def save(self) -> None:
+        data = {"done": self.done, "facts": self.facts}
+        write_atomic(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+@dataclass
+class _Ctx:
+    job: Refresh
+    work: Path
+    state: _State
+    say: Callable[[str], None]
+    runner: Runner
+    collector: Collector | None
+
+    @property
+    def facts(self) -> dict[str, Any]:
+        return self.state.facts
+
+    @property
+    def new_db(self) -> Path:
+        return self.work / "new.db"
+
+    @property
+    def before(self) -> Path:
+        return self.work / "before.yaml"
+
+    @property
+    def staged(self) -> Path:
+        return _staged(self.job.config, "refresh")
+
+    @property
+    def results(self) -> Path:
+        return self.work / "run" / "results.jsonl"
+
+
+def _unlink(path: Path) -> None:
+    from ootest.select.refine import sidecar_path
+
+    for p in (path, sidecar_path(path)):
+        p.unlink(missing_ok=True)
+
+
+def _copy(src: Path, dst: Path) -> None:
+    """``src`` over ``dst`` through a temporary file and a rename."""
+    tmp = dst.with_name(f".{dst.name}.refresh.tmp")
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
+
+
+# ------------------------------------------------------------------ the steps
+def _begin(c: _Ctx) -> None:
+    from ootest.select.refine import sidecar_path
+
+    _copy(c.job.config, c.before)
+    _copy(sidecar_path(c.job.config), sidecar_path(c.before))
+    c.facts["config_digest"] = _digest(c.job.config)
+
+
+def _meta(db: Path) -> dict[str, str]:
+    from ootest.memory import index_stats
+
+    return index_stats(db, limit=1).meta
+
+
+def _index(c: _Ctx) -> None:
+    from ootest.memory import BuildOptions, build_index
+
+    old = _meta(c.job.memory)
+    device = c.job.inputs.backend.device or old.get("device") or None
+    torch_db = c.job.torch_db if c.job.torch_db is not None else old.get("torch_db") != "0"
+    if device:
+        from ootest.device import check_device
+
+        check_device(device)
+    opts = BuildOptions(
+        roots=c.job.roots,
+        db=c.new_db,
+        device=device,
+        torch_db=torch_db,
+        jobs=c.job.jobs,
+        pytest_args=c.job.pytest_args,
+    )
+    report = build_index(opts, collector=c.collector) if c.collector else build_index(opts)
+    c.say(f"  {report.summary()}")
+    for w in report.warnings:
+        c.say(f"  warning: {w}")
+    new = _meta(c.new_db)
+    c.facts["torch"] = [old.get("torch", "?"), new.get("torch", "?")]
+
+
+def _diff(c: _Ctx) -> None:
+    from ootest.memory import diff_indexes
+
+    d = diff_indexes(c.job.memory, c.new_db)
+    write_atomic(c.work / "diff.json", json.dumps(d.to_json(), indent=1) + "\n")
+    c.facts["memory_diff"] = d.summary()
+    c.say(f"  {d.summary()}")
+
+
+def _decide(c: _Ctx) -> None:
+    from dataclasses import replace
+
+    from ootest.select.pipeline import upgrade
+
+    _unlink(c.staged)
+    inputs = replace(c.job.inputs, memory=c.new_db)
+    said: list[str] = []
+    o = upgrade(inputs, c.job.memory, c.job.config, c.staged, say=said.append)
+    o.write()
+    c.facts["upgrade"] = {"summary": o.summary(), "notes": [*said, *o.notes]}
+    c.say(f"  {o.summary()}")
+    for note in o.notes:
+        c.say(f"  {note}")
+
+
+def _changed_rows(before: Path, after: Path) -> dict[str, dict[str, Any]]:
+    """The evidence rows of ``after`` that ``before`` does not hold as they are (the
+    variants the upgrade decided again), but those a person's entry decides."""
+    from ootest.select.refine import sidecar_path
+
+    def lines(path: Path) -> dict[str, str]:
+        out = {}
+        with open(sidecar_path(path), encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    row = json.loads(line)
+                    out[str(row["decision"]["variant_id"])] = line
+        return out
+
+    old, new = lines(before), lines(after)
+    rows = {}
+    for vid, line in new.items():
+        if old.get(vid) != line:
+            row = json.loads(line)
+            if "held" not in row:
+                rows[vid] = row
+    return rows
+
+
+def _run(c: _Ctx) -> None:
+    from ootest.select.audit import Member, audit_config, config_files
+    from ootest.select.writer import split_id
+
+    changed = _changed_rows(c.before, c.staged)
+    cfg, by_key = config_files(c.staged)
+    chosen = [
+        Member(vid, row["decision"]["mode"], row["decision"]["reason"])
+        for vid, row in sorted(changed.items())
+        if row["decision"]["mode"] != "skip" and split_id(vid)[0] in by_key
+    ]
+    c.facts["run"] = {"changed": len(changed), "ran": len(chosen)}
+    if not chosen:
+        c.say(f"  nothing to run: {len(changed)} variants decided again, none that runs")
+        return
+    path = _staged(c.job.config, "refresh-run")
+    header = [
+        f"Generated by `ootest select refresh`: runs the {len(chosen)} variants the upgrade",
+        "decided again (and does not skip) as mandatory_success.",
+    ]
+    write_atomic(path, audit_config(cfg, by_key, chosen, header))
+    timeout = c.job.timeout or cfg.suite.timeout or 300.0
+    resume = c.results.is_file()
+    c.say(
+        f"  {'continuing' if resume else 'running'} {len(chosen)} of {len(changed)} variants "
+        f"decided again on {c.job.inputs.backend.device or cfg.suite.device or 'the device'}"
+    )
+    c.results.parent.mkdir(parents=True, exist_ok=True)
+    c.runner(
+        path,
+        c.results,
+        device=c.job.inputs.backend.device,
+        timeout=timeout,
+        pytest_args=list(c.job.pytest_args),
+        resume=resume,
+    )
+    _unlink(path)
+    from ootest.record.results import RunData
+
+    ran = {m.variant_id for m in chosen}  # the file's other tests are skipped results
+    got = RunData.load(c.results).results
+    counts = Counter(r["outcome"] for vid, r in got.items() if vid in ran)
+    c.facts["run"]["outcomes"] = dict(sorted(counts.items()))
+
+
+def _ootest_run(
+    config: Path,
+    results: Path,
+    *,
+    device: str | None,
+    timeout: float,
+    pytest_args: list[str],
+    resume: bool,
+) -> None:
+    from ootest.select.audit import run_sample
+
+    what = "select refresh: running the variants decided again"
+    run_sample(config, results, device=device, timeout=timeout, pytest_args=pytest_args,
+               resume=resume, what=what)  # fmt: skip
+
+
+def _refine(c: _Ctx) -> None:
+    from ootest.select.pipeline import refine, write
+
+    if not c.results.is_file():
+        c.say("  nothing ran: nothing to refine")
+        return
+    sel = refine(c.staged, [c.results], c.job.k, c.job.max_rtol)
+    write(sel, c.staged)
+    c.facts["refine"] = sel.notes
+    for note in sel.notes:
+        c.say(f"  {note.removeprefix('ootest: ')}")
+
+
+def _write(c: _Ctx) -> None:
+    from ootest.select.refine import sidecar_path
+    from ootest.select.review import build_review, review_html
+
+    config = c.job.config
+    if c.staged.is_file():
+        same = sidecar_path(c.staged).read_bytes() == sidecar_path(c.before).read_bytes()
+        c.facts["decided_otherwise"] = not same
+    if c.facts.get("decided_otherwise") and c.staged.is_file():
+        _copy(sidecar_path(c.staged), sidecar_path(config))
+        _copy(c.staged, config)
+    if c.facts.get("decided_otherwise"):
+        _copy(c.new_db, c.job.memory)
+    # else every decision and its evidence is as it was: the config, and the memory
+    # its header names, stay (the next refresh compares with that memory)
+    before = c.before.read_text(encoding="utf-8")
+    after = config.read_text(encoding="utf-8")
+    c.facts["changed"] = before != after
+    r = build_review(config, c.before)
+    write_atomic(c.work / "review.html", review_html(r))
+    body = pr_body(config.name, before, after, c.facts, r.changes or [])
+    write_atomic(c.work / "pr.md", body)
+    _unlink(c.staged)
+    c.say(f"  {config}: {'changed' if c.facts['changed'] else 'unchanged'}; {c.work / 'pr.md'}")
+
+
+# ------------------------------------------------------------------ the PR body
+def pr_body(
+    name: str,
+    before: str,
+    after: str,
+    facts: dict[str, Any],
+    changes: list[Any],
+) -> str:
+    """The pull request's Markdown: counts, the decisions that changed and why, the
+    config's diff. The body is public: test-derived text is escaped (Note [Escaping
+    test-derived text]) and credentials in it redacted (Note [Untrusted text]); the
+    diff is in a fence longer than any run of backticks in it."""
+    from ootest.htmlpage import md as escape
+    from ootest.untrusted import redact
+
+    def md(text: object, limit: int = 200) -> str:
+        return escape(redact(str(text)), limit)
+
+    old_torch, new_torch = facts.get("torch") or ["?", "?"]
+    up = facts.get("upgrade") or {}
+    run = facts.get("run") or {}
+    lines = [
+        f"## ootest select refresh: {md(name)}",
+        "",
+        f"torch {md(old_torch)} -> {md(new_torch)}. Every decision below says why; the "
+        "review page (`review.html`, in the run's artifact) shows all of them.",
+        "",
+        f"- **tests**: {md(facts.get('memory_diff', ''), 500)}",
+        f"- **decisions**: {md(up.get('summary', ''), 500)}",
+    ]
+    if run:
+        outcomes = ", ".join(f"{n} {o}" for o, n in (run.get("outcomes") or {}).items())
+        lines.append(
+            f"- **run on the device**: {run.get('ran', 0)} of the {run.get('changed', 0)} "
+            f"variants decided again" + (f": {md(outcomes)}" if outcomes else "")
+        )
+    for note in facts.get("refine") or []:
+        lines.append(f"- **refined**: {md(note.removeprefix('ootest: refine: '), 500)}")
+    for note in up.get("notes") or []:
+        lines.append(f"- note: {md(note.removeprefix('ootest: '), 500)}")
+    lines += ["", "### Decisions that changed", ""]
+    if changes:
+        lines += ["| change | variants | why (most common) |", "|---|---:|---|"]
+        for ch in changes[:CHANGE_ROWS]:
+            why = Counter(ch.why).most_common(1)
+            label = f"{ch.kind}: {ch.label}"
+            lines.append(f"| {md(label)} | {ch.count} | {md(why[0][0]) if why else ''} |")
+        if len(changes) > CHANGE_ROWS:
+            lines.append(f"\n{len(changes) - CHANGE_ROWS} more kinds of change on the page")
+    else:
+        lines.append("none")
+    diff = "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            f"a/{name}",
+            f"b/{name}",
+        )
+    )
+    diff = redact(diff)
+    room = BODY_CHARS - sum(len(x) + 1 for x in lines) - 200
+    shown = diff if len(diff) <= room else diff[: max(0, room)].rsplit("\n", 1)[0] + "\n"
+    fence = "`" * max(3, _longest_backticks(shown) + 1)
+    n = diff.count("\n")
+    lines += [
+        "",
+        f"<details><summary>The config's diff ({n} lines"
+        + ("" if shown == diff else ", cut: the PR's files show all")
+        + ")</summary>",
+        "",
+        f"{fence}diff",
+        shown.rstrip("\n"),
+        fence,
+        "",
+        "</details>",
+        "",
+        "Made by `ootest select refresh` (docs/select.md, Refresh).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _longest_backticks(text: str) -> int:
+    import re
+
+    return max((len(m) for m in re.findall(r"`+", text)), default=0)

@@ -1,0 +1,287 @@
+"""``ootest select refresh`` (Note [Refresh]) on tests/select/suites.py's two
+versions, without torch: the memory's variants come from the suite's synthetic
+collector and the device run from a runner that writes what a device would
+(the injected edges of ``refresh``). The same on the example suite with emu and
+a real kill: tests/e2e/test_refresh_e2e.py (slow)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ootest.cli.main import main
+from ootest.errors import UserError
+from ootest.select.pipeline import Backend, Inputs
+from ootest.select.refresh import Refresh, Refreshed, refresh
+from tests.select import suites
+
+ALPHA = "test/test_alpha.py::TestAlpha"
+#: what the device does with the variants the refresh runs (the rest pass)
+FAILS = {f"{ALPHA}::test_body[dtype=float32]": "E   RuntimeError: zeros(2) is broken"}
+
+
+class Killed(Exception):
+    """The refresh's process was killed (the test's stand-in for SIGKILL)."""
+
+
+class Device:
+    """Runs a config as a device would: every variant it lists passes but FAILS;
+    with ``kill_after`` the process dies after that many results."""
+
+    def __init__(self, kill_after: int | None = None) -> None:
+        self.kill_after = kill_after
+        self.resumed: list[bool] = []
+
+    def __call__(
+        self,
+        config: Path,
+        results: Path,
+        *,
+        device: str | None,
+        timeout: float,
+        pytest_args: list[str],
+        resume: bool,
+    ) -> None:
+        self.resumed.append(resume)
+        suite = yaml.safe_load(config.read_text())["test_suite_config"]
+        vids = [
+            f"test/{entry['path'].rsplit('/', 1)[1]}::{name}"
+            for entry in suite["files"]
+            for t in entry["tests"]
+            for name in t["names"]
+        ]
+        have = set()
+        if resume:
+            have = {json.loads(x)["variant_id"] for x in results.read_text().splitlines()}
+        with open(results, "a") as fh:
+            for i, vid in enumerate(v for v in vids if v not in have):
+                if self.kill_after is not None and i == self.kill_after:
+                    raise Killed
+                rec = {"kind": "result", "variant_id": vid, "time": 10.0 + i}
+                msg = FAILS.get(vid)
+                rec |= (
+                    {"outcome": "failed", "message": msg, "where": "t.py:1"}
+                    if msg
+                    else {"outcome": "passed"}
+                )
+                fh.write(json.dumps(rec) + "\n")
+                fh.flush()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return suites.build_inputs(tmp_path_factory.mktemp("refresh"))
+
+
+@pytest.fixture(autouse=True)
+def torch_root(built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The installed torch's checkout: the new version of the suite."""
+    monkeypatch.setenv("TORCH_ROOT", str(built / "new"))
+
+
+def _setup(built: Path, at: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """``at``: the old memory, the op map, and the config a full run made from it."""
+    at.mkdir()
+    for name in ("old.db", "ops.db"):
+        shutil.copy(built / name, at / name)
+    argv = ["select", "run", "--memory", str(at / "old.db"), "--supported", str(built / "sup.txt"),
+            "--dtypes", "float32,float16", "--ops", str(at / "ops.db"),
+            "--out", str(at / "suite.yaml")]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    return at
+
+
+def _job(built: Path, at: Path) -> Refresh:
+    backend = Backend(supported=built / "sup.txt", dtypes="float32,float16")
+    return Refresh(
+        config=at / "suite.yaml",
+        memory=at / "old.db",
+        roots=(built / "new" / "test",),
+        inputs=Inputs(ops=at / "ops.db", backend=backend),
+        k=1,
+    )
+
+
+def _refresh(job: Refresh, device: Device, said: list[str] | None = None) -> Refreshed:
+    return refresh(
+        job,
+        say=(said if said is not None else []).append,
+        runner=device,
+        collector=suites.collector(suites.V2),
+    )
+
+
+def _decisions(config: Path) -> dict[str, tuple[str, str]]:
+    side = config.with_name(config.name.removesuffix(".yaml") + ".evidence.jsonl")
+    rows = [json.loads(x) for x in side.read_text().splitlines()]
+    return {r["decision"]["variant_id"]: (r["decision"]["mode"], r["decision"]["reason"])
+            for r in rows}  # fmt: skip
+
+
+def test_a_refresh_decides_runs_refines_and_writes_the_pull_request(
+    built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at = _setup(built, tmp_path / "a", capsys)
+    before = (at / "suite.yaml").read_text()
+    said: list[str] = []
+    done = _refresh(_job(built, at), Device(), said)
+
+    assert done.changed and done.resumed_at is None
+    assert done.work == at / "suite.refresh"
+    steps = [s.removeprefix("ootest: refresh: ") for s in said if s.startswith("ootest: ")]
+    assert steps == ["begin", "index", "diff", "decide", "run", "refine", "write"]
+    got = _decisions(at / "suite.yaml")
+    assert got[f"{ALPHA}::test_body[dtype=float32]"][0] == "xfail_strict"  # failed on the device
+    assert got[f"{ALPHA}::test_new[dtype=float32]"] == ("mandatory_success", "ops_supported")
+    assert got[f"{ALPHA}::test_gate"] == ("skip", "upstream_skip")  # skipped: not run
+    assert f"{ALPHA}::test_gone[dtype=float32]" not in got  # removed upstream
+    assert "test/test_beta.py::TestBeta::test_mm" in got  # unchanged, kept
+    # the config says it was decided from the new memory, which replaced the old one
+    assert (at / "old.db").read_bytes() == (done.work / "new.db").read_bytes()
+    assert "# memory sha256:" in (at / "suite.yaml").read_text() != before
+    assert not list(at.glob("suite.refresh*.yaml"))  # the staged files are gone
+
+    body = done.pr_body.read_text()
+    # counts (every text escaped for Markdown: Note [Escaping test-derived text])
+    assert body.startswith("## ootest select refresh: suite\\.yaml\n")
+    assert (
+        r"- **decisions**: evaluated 10 of 13 variants \(4 added\; 6 modified\; 1 removed\;"
+    ) in body
+    ran = r"- **run on the device**: 5 of the 10 variants decided again: 1 failed\, 4 passed"
+    assert ran in body
+    assert "- **refined**: 1 of 13 decisions changed\n" in body
+    # the reasons: each transition with its most common evidence line
+    assert (
+        r"| changed\: mandatory\_success ops\_supported \-&gt; xfail\_strict observed\_fail | 1 "
+        r"| device\: RuntimeError\: zeros\(N\) is broken \(at t\.py\:1\) |"
+    ) in body
+    assert r"| changed\: mandatory\_success ops\_supported \-&gt; skip upstream\_skip | 1 " in body
+    # the config's diff, as the PR shows it
+    assert "```diff\n--- a/suite.yaml\n+++ b/suite.yaml\n" in body
+    assert "+            - TestAlpha::test_new\n" in body
+    assert "<!doctype html>" in done.review.read_text()
+
+    again: list[str] = []  # a second call: nothing left to do
+    second = _refresh(_job(built, at), Device(), again)
+    assert (second.done, second.changed) == (done.done, True)
+    assert again == [f"ootest: refresh: {done.work} is done (pass --fresh to start another)"]
+
+
+def test_a_killed_refresh_resumes_at_the_step_it_was_in(
+    built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    whole = _setup(built, tmp_path / "whole", capsys)
+    _refresh(_job(built, whole), Device())
+    at = _setup(built, tmp_path / "killed", capsys)
+    before = (at / "suite.yaml").read_bytes(), (at / "old.db").read_bytes()
+    with pytest.raises(Killed):  # killed in the middle of the run on the device
+        _refresh(_job(built, at), Device(kill_after=2))
+    state = json.loads((at / "suite.refresh" / "state.json").read_text())
+    assert state["done"] == ["begin", "index", "diff", "decide"]
+    assert ((at / "suite.yaml").read_bytes(), (at / "old.db").read_bytes()) == before
+
+    said: list[str] = []
+    device = Device()
+    done = _refresh(_job(built, at), device, said)
+    assert said[0] == "ootest: refresh: resuming at step run (begin, index, diff, decide done)"
+    assert done.resumed_at == "run" and device.resumed == [True]  # ootest run --resume
+    results = (at / "suite.refresh" / "run" / "results.jsonl").read_text().splitlines()
+    assert len(results) == 5  # the 2 of before the kill were not run again
+    assert _decisions(at / "suite.yaml") == _decisions(whole / "suite.yaml")
+
+    def masked(p: Path) -> str:  # the two new memories were built at other times
+        return re.sub(r"memory sha256:\w+", "memory sha256:*", p.read_text())
+
+    assert masked(at / "suite.yaml") == masked(whole / "suite.yaml")
+    assert masked(at / "suite.refresh" / "pr.md") == masked(whole / "suite.refresh" / "pr.md")
+
+
+def test_a_config_changed_while_a_refresh_waits_is_an_error(
+    built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at = _setup(built, tmp_path / "a", capsys)
+    with pytest.raises(Killed):
+        _refresh(_job(built, at), Device(kill_after=0))
+    with open(at / "suite.yaml", "a") as fh:
+        fh.write("# a person's edit\n")
+    with pytest.raises(UserError, match=r"--config .*suite\.yaml: changed since the refresh in "):
+        _refresh(_job(built, at), Device())
+    done = _refresh(replace(_job(built, at), fresh=True), Device())  # --fresh starts over
+    assert done.resumed_at is None and done.done[-1] == "write"
+
+
+def test_the_command_says_what_it_needs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "suite.yaml").write_text("test_suite_config:\n  files: []\n")
+    rc = main(["select", "refresh", "--config", str(tmp_path / "suite.yaml"), "--memory",
+               str(tmp_path / "old.db"), "--root", str(tmp_path)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err == (
+        f"ootest: error: --config {tmp_path}/suite.yaml: expected its evidence file "
+        f"{tmp_path}/suite.evidence.jsonl next to it (written by 'ootest select run'); "
+        "refresh a config ootest selected\n"
+    )
+
+
+def test_nothing_changed_upstream_leaves_the_config_and_the_memory(
+    built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at = _setup(built, tmp_path / "a", capsys)
+    before = {p.name: p.read_bytes() for p in at.iterdir() if p.is_file()}
+    said: list[str] = []
+    done = refresh(
+        replace(_job(built, at), roots=(built / "old" / "test",)),
+        say=said.append,
+        runner=Device(),
+        collector=suites.collector(suites.V1),
+    )
+    assert not done.changed
+    assert {p.name: p.read_bytes() for p in at.iterdir() if p.is_file()} == before
+    assert said[-1] == f"  {at / 'suite.yaml'}: unchanged; {done.pr_body}"
+    assert "- **decisions**: evaluated 0 of 10 variants" in done.pr_body.read_text()
+
+
+def test_a_refresh_killed_while_indexing_builds_the_memory_again(
+    built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at = _setup(built, tmp_path / "a", capsys)
+    collect = suites.collector(suites.V2)
+
+    def dies(*args: object) -> object:
+        raise Killed
+
+    with pytest.raises(Killed):
+        refresh(_job(built, at), runner=Device(), collector=dies)
+    said: list[str] = []
+    done = refresh(_job(built, at), say=said.append, runner=Device(), collector=collect)
+    assert said[0] == "ootest: refresh: resuming at step index (begin done)"
+    assert done.changed and "- **decisions**: evaluated 10 of 13 variants" in (
+        done.pr_body.read_text().replace("\\", "")
+    )
+
+
+def test_the_pull_request_body_is_inert_and_keeps_no_secret() -> None:
+    from collections import Counter
+
+    from ootest.select.refresh import pr_body
+    from ootest.select.review import Change
+
+    token = "ghp_" + "a1B2" * 9
+    why = f"device: RuntimeError: [click](https://evil.invalid) @admin </details> {token}"
+    ch = Change("changed", "mandatory_success ops_supported", "xfail_strict observed_fail", 1)
+    ch.why = Counter({why: 1})
+    before = "# a\ntest_suite_config:\n"
+    after = f"# a\n# ```\n# {why}\ntest_suite_config:\n"
+    body = pr_body("suite.yaml", before, after, {"memory_diff": "1 of 2 variants changed"}, [ch])
+    assert token not in body
+    row = next(x for x in body.splitlines() if x.startswith("| changed"))
+    inert = r"\[click\]\(https\:\/\/evil\.invalid\) &#64;admin &lt;\/details&gt; \[redacted\]"
+    assert row.endswith(f"| 1 | device\\: RuntimeError\\: {inert} |")
+    assert "````diff\n" in body  # a fence longer than the diff's own backticks
+    assert "+# device: RuntimeError: [click](https://evil.invalid) @admin </details> " in body
