@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -168,6 +169,13 @@ def ootest(
     return run([sys.executable, "-m", "ootest.cli", *args], cwd=cwd, env=env)
 
 
+def ctrl_c_works() -> None:
+    """``preexec_fn`` of a child a test interrupts: Ctrl-C as in a terminal. A pytest
+    started in the background by a non-interactive shell (``pytest ... &``) ignores
+    SIGINT, and children inherit that: Python then installs no KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def spawn_ootest(*args: str, cwd: Path) -> subprocess.Popen[str]:
     """``ootest ARGS`` started in the background (stdout and stderr piped)."""
     env = {**os.environ}
@@ -175,6 +183,7 @@ def spawn_ootest(*args: str, cwd: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "ootest.cli", *args],
         cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=ctrl_c_works,
     )  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from ootest.cli.main import main
+from tests.conftest import ctrl_c_works
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -795,7 +796,8 @@ def test_model_record_keeps_the_calls_of_a_script_that_dies(tmp_path: Path, deat
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     r = subprocess.run([sys.executable, "-m", "ootest.cli", "model", "record", "--tag", "model__x",
                         "--", sys.executable, "m.py"], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=120, start_new_session=True)  # fmt: skip
+                       text=True, timeout=120, start_new_session=True,
+                       preexec_fn=ctrl_c_works)  # fmt: skip
     assert "Traceback" not in r.stderr or death in ("sigint",), r.stderr
     assert r.returncode == (130 if death == "sigint" else 1), r.stderr
     expect = {
