@@ -537,7 +537,7 @@ def test_fast_yaml_build_equals_pyyaml(
     out here (which PyYAML itself is first checked to agree with)."""
     import yaml
 
-    from ootest.config import load as L
+    from ootest.config import yamlread as L
 
     assert yaml.safe_load(text) == expected
     loader = L._Loader(text)
@@ -554,7 +554,7 @@ def test_fast_yaml_build_equals_pyyaml(
         loader.dispose()
     p = tmp_path / "c.yaml"
     p.write_text(text)
-    assert L._read(p)[0] == expected
+    assert L.read_yaml(p)[0] == expected
 
 
 def test_a_file_that_is_not_a_config_is_not_echoed(tmp_path: Path) -> None:
@@ -669,7 +669,7 @@ def _facts(cfg: object) -> list[object]:
 def test_big_config_rerun_reads_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Note [Config cache]: a rerun gives the same config; a changed file, a broken
     cache entry or OOTEST_NO_CACHE=1 reads the file."""
-    from ootest.config.load import CACHE_MIN_BYTES
+    from ootest.config.yamlread import CACHE_MIN_BYTES
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("OOTEST_CACHE_DIR", str(cache))

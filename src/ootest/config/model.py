@@ -399,7 +399,7 @@ class TestEntry(_Documented):
     __test__ = False  # not a pytest test class
 
     # Tuples, not lists: a config of 10,000 entries then leaves far fewer objects
-    # for the cyclic GC to walk (see Note [GC-light config] in config/load.py).
+    # for the cyclic GC to walk (see Note [GC-light config] in config/yamlread.py).
     names: tuple[str, ...] = Field(
         min_length=1,
         description=(

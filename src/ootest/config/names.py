@@ -231,7 +231,7 @@ class Variant:
 @dataclass(frozen=True, slots=True)
 class NamePattern:
     """One compiled config name (slots: one object per name for the cyclic GC
-    to walk, not two; see Note [GC-light config] in config/load.py)."""
+    to walk, not two; see Note [GC-light config] in config/yamlread.py)."""
 
     raw: str
     kind: str  # "exact" | "bare" | "regex" | "pattern"

@@ -176,7 +176,7 @@ def is_glob(text: str) -> bool:
 
 def env_limit(name: str, default: int) -> int:
     """A bound on reading configs, from the environment variable ``name`` (see Note
-    [Config bounds] in config/load.py). Raises ValueError saying what was found."""
+    [Config bounds] in config/yamlread.py). Raises ValueError saying what was found."""
     value = os.environ.get(name)
     if value is None or not value.strip():
         return default
