@@ -87,7 +87,7 @@ def dump(db: Path) -> dict[str, Any]:
 
 
 def _posting(c: sqlite3.Connection, op_id: int) -> list[str]:
-    from ootest.opmap.store import unpack_ids
+    from ootest.opmap.schema import unpack_ids
 
     (blob,) = c.execute("SELECT variants FROM op WHERE id = ?", (op_id,)).fetchone()
     ids = list(unpack_ids(blob))

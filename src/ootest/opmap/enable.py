@@ -20,9 +20,10 @@ from typing import Any
 
 from ootest.config.paths import ExtendsRoots
 from ootest.errors import UserError
+from ootest.opmap.answers import Flags
 from ootest.opmap.missing import blocked, rule_of
 from ootest.opmap.names import OpName, SupportSet
-from ootest.opmap.store import Flags, OpStore
+from ootest.opmap.store import OpStore
 from ootest.opmap.support import from_config
 
 # ------------------------------------------------------------------ locating

@@ -27,16 +27,11 @@ from typing import Any
 
 from ootest.device.calls import example_key
 from ootest.errors import UserError
+from ootest.opmap.answers import IngestReport
 from ootest.opmap.capture import MAX_OPS, ReadStats, check_record, keys_ok, read_capture
 from ootest.opmap.names import overload_of
-from ootest.opmap.store import (
-    EDGE_INDEX,
-    PROVENANCE_KEYS,
-    IngestReport,
-    OpStore,
-    op_hash,
-    pack_ids,
-)
+from ootest.opmap.schema import EDGE_INDEX, PROVENANCE_KEYS, op_hash, pack_ids
+from ootest.opmap.store import OpStore
 
 Record = tuple[int, dict[str, Any], str | None]  # line number, record, line text if any
 
@@ -379,7 +374,7 @@ def refresh_postings(c: sqlite3.Connection, ops: Iterable[int]) -> None:
 
 def refresh_flags(c: sqlite3.Connection) -> None:
     """Recompute every variant's device-dependence, ``varies`` and ``partial``."""
-    from ootest.opmap.store import COMPLETE_OUTCOMES
+    from ootest.opmap.schema import COMPLETE_OUTCOMES
 
     complete = ",".join(f"'{o}'" for o in sorted(COMPLETE_OUTCOMES))
     c.execute(

@@ -1,279 +1,51 @@
-"""The op map index: one SQLite file of variants, ops and who calls what.
-
-Note [Op map schema]
-Integer ids everywhere, names once. ``edge`` is a WITHOUT ROWID table keyed
-(variant, op, mode), so a variant's ops are one range scan; ``edge_by_op``
-(op, variant, mode, calls) covers ``tests-for`` without touching the table.
-``op.variants`` is each op's posting list (the sorted ids of the variants
-calling it, packed uint32s), derived from ``edge`` after every write: the
-questions about many ops at once (``missing``, ``enable``, ``affected``)
-combine posting lists in memory instead of reading millions of rows.
-Edges are the union over every capture ingested; per capture the store keeps,
-in ``variant_capture``, how the variant ended and a fingerprint of its op set
-(count and sum of 48-bit name hashes: order- and id-independent, so two
-databases compare without translating ids). Two captures with different
-fingerprints for one variant make it ``varies``; a ``device_branch`` record in
-any capture makes it device-dependent; either way answers say "may differ per
-device: run it" instead of trusting the recorded ops.
-
-Note [Combining captures]
-Within one capture, call counts of a variant's lines add up (a variant may be
-written in several lines). A capture is identified by its provenance line;
-ingesting the same capture again, or a second capture, keeps the larger count
-per edge (so re-ingesting is idempotent and merging shards of one run gives
-exactly the rows of one capture of the whole run).
-
-Note [Call dtype signatures]
-Schema 2 adds what dtypes each call saw (Note [Call dtypes]): ``sig`` holds each
-distinct signature once (``"float32,int64"``: dtype names, distinct, sorted,
-comma-joined) and ``call_sig`` (variant, op, sig) says the variant called the
-op with it. Like ``edge``, the rows are the union over every capture
-ingested or merged. An index of schema 1 is upgraded in place when opened
-(the two tables are added, nothing else changes); its variants have no
-signatures until captured again, and selection then falls back to the
-variant's dtype axis.
-
-Note [Call examples in the index]
-Schema 3 keeps the call examples (Note [Call examples]): ``example`` holds each
-distinct example once, keyed by ``example_key`` (a hash of the op and the
-call's text, the same in every index and replay file), and ``call_example``
-(variant, example) says the variant made that call. Union over captures, like
-``edge``. An index of schema 1 or 2 is upgraded in place when opened; its
-variants have no examples until captured again, and ``ops replay`` has
-nothing to replay for them.
-"""
+"""The op map index: one SQLite file of variants, ops and who calls what, and the
+queries it answers. Its schema and the Notes on it are :mod:`ootest.opmap.schema`;
+the records the queries return, :mod:`ootest.opmap.answers`."""
 
 from __future__ import annotations
 
 import contextlib
 import difflib
-import hashlib
 import os
 import re
 import sqlite3
-import sys
 import time
 from array import array
 from collections import deque
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from itertools import groupby, repeat
 from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any
 
 from ootest.atomic import being_written, exclusive
 from ootest.cache import OPS_DB
 from ootest.errors import UserError
-from ootest.opmap.names import KNOWN_NAMESPACES, OpName, parse_op
-
-SCHEMA_VERSION = 3
-DEFAULT_DB = OPS_DB
-MODE_NAMES = ("eager", "compiled")
-_MODE_SETS = {1: ("eager",), 2: ("compiled",), 3: ("eager", "compiled")}  # by mode bits
-# Outcomes after which the recorded ops are the variant's whole op set; any
-# other (failed, crashed, skipped, ...) may have stopped before later ops ran.
-COMPLETE_OUTCOMES = frozenset({"passed", "xpassed", "xpassed_strict"})
-PROVENANCE_KEYS = ("torch_version", "torch_git", "device", "profile", "ootest_version")
-
-# Schema 2 (Note [Call dtype signatures]): an index of schema 1 gets these on open.
-_SIG_SCHEMA = """
-CREATE TABLE IF NOT EXISTS sig(id INTEGER PRIMARY KEY, dtypes TEXT NOT NULL UNIQUE);
-CREATE TABLE IF NOT EXISTS call_sig(
-  variant INTEGER NOT NULL, op INTEGER NOT NULL, sig INTEGER NOT NULL,
-  PRIMARY KEY(variant, op, sig)) WITHOUT ROWID;
-"""
-
-# Schema 3 (Note [Call examples in the index]): an index of schema 1 or 2 gets these on open.
-_EXAMPLE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS example(
-  id INTEGER PRIMARY KEY, op INTEGER NOT NULL, key TEXT NOT NULL UNIQUE, call TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS call_example(
-  variant INTEGER NOT NULL, example INTEGER NOT NULL,
-  PRIMARY KEY(variant, example)) WITHOUT ROWID;
-"""
-
-_SCHEMA = (
-    """
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS capture(
-  id INTEGER PRIMARY KEY,
-  torch_version TEXT NOT NULL, torch_git TEXT NOT NULL, device TEXT NOT NULL,
-  profile TEXT NOT NULL, ootest_version TEXT NOT NULL, time REAL NOT NULL,
-  source TEXT NOT NULL, ingested REAL NOT NULL,
-  UNIQUE(torch_version, torch_git, device, profile, ootest_version, time));
-CREATE TABLE IF NOT EXISTS op(
-  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, packet TEXT NOT NULL, h INTEGER NOT NULL,
-  variants BLOB NOT NULL DEFAULT x'');
-CREATE INDEX IF NOT EXISTS op_by_packet ON op(packet);
-CREATE TABLE IF NOT EXISTS variant(
-  id INTEGER PRIMARY KEY, variant_id TEXT NOT NULL UNIQUE, nodeid TEXT, file TEXT,
-  device_branch INTEGER NOT NULL DEFAULT 0, varies INTEGER NOT NULL DEFAULT 0,
-  partial INTEGER NOT NULL DEFAULT 0, why TEXT);
-CREATE TABLE IF NOT EXISTS variant_capture(
-  variant INTEGER NOT NULL, capture INTEGER NOT NULL, n_ops INTEGER NOT NULL,
-  opset INTEGER NOT NULL, outcome TEXT, stopped_on TEXT, error TEXT,
-  device_branch INTEGER NOT NULL, PRIMARY KEY(variant, capture)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS edge(
-  variant INTEGER NOT NULL, op INTEGER NOT NULL, mode INTEGER NOT NULL, calls INTEGER NOT NULL,
-  PRIMARY KEY(variant, op, mode)) WITHOUT ROWID;
-"""
-    + _SIG_SCHEMA
-    + _EXAMPLE_SCHEMA
+from ootest.opmap.answers import (
+    CaptureEnd,
+    Flags,
+    ForTest,
+    OpUse,
+    Provenance,
+    Stats,
+    TestsFor,
+    VariantHit,
 )
-EDGE_INDEX = "CREATE INDEX IF NOT EXISTS edge_by_op ON edge(op, variant, mode, calls)"
+from ootest.opmap.names import KNOWN_NAMESPACES, OpName, parse_op
+from ootest.opmap.schema import (
+    EDGE_INDEX,
+    EXAMPLE_SCHEMA,
+    MODE_NAMES,
+    MODE_SETS,
+    PROVENANCE_KEYS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    SIG_SCHEMA,
+    unpack_ids,
+)
 
-
-_WORD = "I" if array("I").itemsize == 4 else "L"
-
-
-def pack_ids(ids: Iterable[int]) -> bytes:
-    """Sorted distinct ids as little-endian uint32s (``op.variants``)."""
-    a = array(_WORD, sorted(set(ids)))
-    if sys.byteorder == "big":
-        a.byteswap()
-    return a.tobytes()
-
-
-def unpack_ids(blob: bytes) -> array[int]:
-    a = array(_WORD)
-    a.frombytes(blob)
-    if sys.byteorder == "big":
-        a.byteswap()
-    return a
-
-
-def op_hash(name: str) -> int:
-    """48 bits of the op name's hash: sums of up to 32,768 fit in SQLite's int64."""
-    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=6).digest(), "big")
-
-
-# ------------------------------------------------------------------ results
-@dataclass(frozen=True)
-class Provenance:
-    """One capture: where and with what its ops were recorded."""
-
-    id: int
-    torch_version: str
-    torch_git: str
-    device: str
-    profile: str
-    ootest_version: str
-    time: float
-    source: str
-
-    def label(self) -> str:
-        where = f"{self.device}:{self.profile}" if self.profile else self.device
-        return f"capture {self.id} ({where or '?'}, torch {self.torch_version or '?'})"
-
-
-@dataclass(frozen=True)
-class Flags:
-    """What makes a variant's recorded ops less than certain."""
-
-    device_branch: bool
-    varies: bool
-    partial: bool
-    why: str | None
-
-    @property
-    def uncertain(self) -> bool:
-        """The ops may differ per device: the answer is "run it"."""
-        return self.device_branch or self.varies
-
-    def short(self) -> str:
-        """A table cell: what to keep in mind, without the why."""
-        parts = ["may differ per device: run it"] if self.uncertain else []
-        return ", ".join([*parts, "partial op set"] if self.partial else parts)
-
-    def note(self) -> str:
-        """One line for people: empty when the recorded ops can be trusted."""
-        parts = []
-        if self.uncertain:
-            parts.append(f"may differ per device: run it ({self.why})")
-        if self.partial:
-            parts.append("op set may be incomplete (no capture ran it to a pass)")
-        return "; ".join(parts)
-
-
-class VariantHit(NamedTuple):
-    """A variant calling a queried op (a tuple: a query may return 250,000)."""
-
-    variant_id: str
-    modes: tuple[str, ...]
-    calls: int
-    flags: Flags
-
-
-@dataclass(frozen=True)
-class TestsFor:
-    """``tests-for``: the variants calling an op (or any overload of a packet)."""
-
-    __test__ = False  # not a pytest test class
-
-    query: str
-    ops: tuple[str, ...]
-    total: int
-    variants: list[VariantHit]
-
-
-@dataclass(frozen=True)
-class OpUse:
-    op: str
-    packet: str
-    mode: str
-    calls: int
-    dtypes: tuple[str, ...] = ()  # what its calls saw on the device (Note [Call dtypes])
-    examples: int = 0  # calls written down for ``ops replay`` (Note [Call examples])
-
-
-@dataclass(frozen=True)
-class CaptureEnd:
-    """How a variant ended in one capture."""
-
-    capture: Provenance
-    outcome: str | None
-    stopped_on: str | None
-    error: str | None
-    n_ops: int
-
-
-@dataclass(frozen=True)
-class ForTest:
-    """``for-test``: one variant's ops."""
-
-    variant_id: str
-    nodeid: str | None
-    file: str | None
-    flags: Flags
-    ops: list[OpUse]
-    captures: list[CaptureEnd]
-
-
-@dataclass(frozen=True)
-class Stats:
-    variants: int
-    ops: int
-    edges: int
-    captures: list[Provenance]
-    top_ops: list[tuple[str, int]]
-    device_dependent: int
-    partial: int
-
-
-@dataclass
-class IngestReport:
-    """What one ingest added (printed by the CLI; returned to the capture)."""
-
-    sources: list[str] = field(default_factory=list)
-    captures: list[int] = field(default_factory=list)
-    records: int = 0
-    variants: int = 0
-    edges: int = 0
-    truncated: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-
+DEFAULT_DB = OPS_DB
 
 #: Seconds a writer waits for another writer of the same op map index (shards of a
 #: capture that end together), and a reader for a write in progress.
@@ -362,14 +134,14 @@ class OpStore:
                     f"{self.path}: expected an op map index; found a database without one. "
                     "Pass the right --db, or build an index with `ootest ops ingest`"
                 )
-            c.executescript(_SCHEMA + EDGE_INDEX + ";")
+            c.executescript(SCHEMA + EDGE_INDEX + ";")
             c.execute("INSERT INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             return
         row = c.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         found = row[0] if row else "none"
         if found in ("1", "2") and self.readonly:  # the missing tables, empty, in memory
             have = {str(r[0]) for r in c.execute("SELECT name FROM sqlite_master")}
-            for stmt in (_SIG_SCHEMA + _EXAMPLE_SCHEMA).split(";"):
+            for stmt in (SIG_SCHEMA + EXAMPLE_SCHEMA).split(";"):
                 m = re.search(r"CREATE TABLE IF NOT EXISTS (\w+)", stmt)
                 if m is not None and m[1] not in have:  # a temp table would hide a real one
                     c.execute(stmt.replace("CREATE TABLE", "CREATE TEMP TABLE"))
@@ -377,7 +149,7 @@ class OpStore:
         if found in ("1", "2"):  # upgraded in place: nothing to rewrite, tables to add
             c.execute("BEGIN IMMEDIATE")
             try:
-                for stmt in (_SIG_SCHEMA + _EXAMPLE_SCHEMA).split(";"):
+                for stmt in (SIG_SCHEMA + EXAMPLE_SCHEMA).split(";"):
                     if stmt.strip():
                         c.execute(stmt)
                 c.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
@@ -540,7 +312,7 @@ class OpStore:
             else:
                 a[0] |= 1 << mode
                 a[1] += k
-        out = [VariantHit(vid, _MODE_SETS[a[0]], a[1], a[2]) for vid, a in sorted(agg.items())]
+        out = [VariantHit(vid, MODE_SETS[a[0]], a[1], a[2]) for vid, a in sorted(agg.items())]
         return TestsFor(str(op), tuple(n for _, n in found), int(total), out)
 
     def count_variants(self, op_ids: list[int]) -> int:
