@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from ootest.cli.main import main
+from ootest.errors import UserError
 from ootest.select.scope import Detection, Prefs, Selection, classify, file_info
 from tests.conftest import ROOT, ootest
 
@@ -325,3 +326,21 @@ def test_a_torch_root_without_tests_names_the_variable(
         2,
         "ootest: error: --root elsewhere: does not exist; expected a folder of test files\n",
     )
+
+
+def test_scope_runs_from_python_without_the_cli(tmp_path: Path) -> None:
+    """Issue 25 item 1: the scope is a function of its sources; the CLI only maps flags
+    and prints. Same decisions as the command, files it cannot read passed to warn."""
+    from ootest.select.scope import run_scope
+
+    root = write_tree(tmp_path / "torch")
+    (root / "test_fifo.py").symlink_to("/dev/zero")
+    (tmp_path / "det.json").write_text(json.dumps({**det().__dict__}))
+    warned: list[str] = []
+    found = run_scope([root], detected=tmp_path / "det.json", warn=warned.append)
+    assert found.detection.device == "emu:young"
+    assert len(warned) == 1 and "test_fifo.py" in warned[0], warned
+    assert found.inside == sum(s.in_scope for s in found.scoped) == 4
+    assert found.text().startswith("# ootest select scope: the test files worth analysing")
+    with pytest.raises(UserError, match="probed for emu:young, not emu:full"):
+        run_scope([root], detected=tmp_path / "det.json", device="emu:full")

@@ -360,9 +360,31 @@ def enable(args: argparse.Namespace) -> int:
 
 
 def scope(args: argparse.Namespace) -> int:
+    from ootest.atomic import check_output, write_output
     from ootest.select.scope import run_scope
+    from ootest.untrusted import for_terminal
 
-    return run_scope(args)
+    if args.out is not None:
+        check_output(args.out, "--out")  # before the backend is probed
+    found = run_scope(
+        args.root,
+        device=args.device,
+        detected=args.detected,
+        save_detected=args.save_detected,
+        prefs=args.prefs,
+        warn=lambda line: print(f"warning: {for_terminal(line)}", file=sys.stderr),
+    )
+    text = found.text()
+    if args.out is not None:
+        write_output(args.out, text, "--out")
+    else:
+        sys.stdout.write(text)
+    print(
+        f"ootest: scope: {found.inside} of {len(found.scoped)} test files in scope for "
+        f"{found.detection.device}" + (f" -> {args.out}" if args.out else ""),
+        file=sys.stderr,
+    )
+    return 0
 
 
 # ------------------------------------------------------------------ model judge

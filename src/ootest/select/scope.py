@@ -33,7 +33,6 @@ unused without one. The output YAML lists each file with its area and reason.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import os
@@ -41,7 +40,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -541,67 +540,91 @@ def _is_test_file(key: str) -> bool:
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
 
-def run_scope(args: argparse.Namespace) -> int:
-    from ootest.atomic import check_output
+@dataclass
+class ScopeRun:
+    """What ``select scope`` found: the backend, the preferences, and each test file
+    of the roots in or out of scope with why."""
+
+    detection: Detection
+    prefs: Prefs
+    roots: list[Path]
+    scoped: list[Scoped]
+
+    def text(self) -> str:
+        """The scope file (YAML with a comment per decision)."""
+        return render_scope(self.detection, self.prefs, [str(r) for r in self.roots], self.scoped)
+
+    @property
+    def inside(self) -> int:
+        return sum(s.in_scope for s in self.scoped)
+
+
+def scope_roots(roots: Iterable[Path]) -> list[Path]:
+    """The folders to read: ``roots``, else ``$TORCH_ROOT/test``."""
+    out = list(roots)
+    if out:
+        return out
+    torch_root = os.environ.get("TORCH_ROOT")
+    if not torch_root:
+        raise UserError(
+            "select scope: expected --root PATH (a folder of test files) or TORCH_ROOT "
+            "set to a PyTorch checkout (then $TORCH_ROOT/test is read)"
+        )
+    out = [Path(torch_root) / "test"]
+    if not out[0].is_dir():  # say where the path came from: no --root was given
+        what = "is not a folder" if out[0].exists() else "does not exist"
+        raise UserError(
+            f"select scope: {out[0]} (from the TORCH_ROOT environment variable, "
+            f"{torch_root}) {what}; expected a PyTorch checkout whose test/ folder holds "
+            "the tests; set TORCH_ROOT to one, or pass --root PATH"
+        )
+    return out
+
+
+def run_scope(
+    roots: Iterable[Path],
+    *,
+    device: str | None = None,
+    detected: Path | None = None,
+    save_detected: Path | None = None,
+    prefs: Path | None = None,
+    warn: Callable[[str], None] = lambda line: None,
+) -> ScopeRun:
+    """Decide which test files of ``roots`` (default ``$TORCH_ROOT/test``) are in
+    scope for the backend: probed live (``device``) or read from a saved probe
+    (``detected``; ``device``, if given too, must be the one it names). Files that
+    cannot be read are passed to ``warn`` before the probe starts."""
     from ootest.memory._files import discover, read_source
 
-    if args.out is not None:
-        check_output(args.out, "--out")  # before the backend is probed
-    roots: list[Path] = list(args.root)
-    if not roots:
-        torch_root = os.environ.get("TORCH_ROOT")
-        if not torch_root:
-            raise UserError(
-                "select scope: expected --root PATH (a folder of test files) or TORCH_ROOT "
-                "set to a PyTorch checkout (then $TORCH_ROOT/test is read)"
-            )
-        roots = [Path(torch_root) / "test"]
-        if not roots[0].is_dir():  # say where the path came from: no --root was given
-            what = "is not a folder" if roots[0].exists() else "does not exist"
-            raise UserError(
-                f"select scope: {roots[0]} (from the TORCH_ROOT environment variable, "
-                f"{torch_root}) {what}; expected a PyTorch checkout whose test/ folder holds "
-                "the tests; set TORCH_ROOT to one, or pass --root PATH"
-            )
-    prefs = read_prefs(args.prefs) if args.prefs else Prefs()
+    paths = scope_roots(roots)
+    chosen = read_prefs(prefs) if prefs else Prefs()
     skipped: list[str] = []  # Note [Only regular files inside the roots]
-    files = [f for f in discover(roots, skipped) if _is_test_file(f.key)]  # before the probe
+    files = [f for f in discover(paths, skipped) if _is_test_file(f.key)]  # before the probe
     for line in skipped:
-        print(f"warning: {line}", file=sys.stderr)
-    if args.detected is not None:
+        warn(line)
+    if detected is not None:
         try:
-            data = json.loads(args.detected.read_text(encoding="utf-8"))
+            data = json.loads(detected.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
-            raise UserError(f"--detected {args.detected}: expected a JSON detection; {e}") from None
-        det = detection_from(data, str(args.detected))
-        if args.device and args.device != det.device:
+            raise UserError(f"--detected {detected}: expected a JSON detection; {e}") from None
+        det = detection_from(data, str(detected))
+        if device and device != det.device:
             raise UserError(
-                f"--detected {args.detected}: it was probed for {det.device}, not {args.device}; "
+                f"--detected {detected}: it was probed for {det.device}, not {device}; "
                 "drop --device or probe again"
             )
-    elif args.device:
+    elif device:
         from ootest.device import check_device
 
-        check_device(args.device)
-        det = detect(args.device)
+        check_device(device)
+        det = detect(device)
     else:
         raise UserError("select scope: expected --device emu[:PROFILE] or MODULE:NAME")
-    if args.save_detected is not None:
+    if save_detected is not None:
         write_output(
-            args.save_detected,
+            save_detected,
             json.dumps(asdict(det), sort_keys=True, indent=1) + "\n",
             "--save-detected",
         )
-    scoped = [classify(file_info(f.key, read_source(f.path), det.name), det, prefs) for f in files]
-    text = render_scope(det, prefs, [str(r) for r in roots], scoped)
-    if args.out is not None:
-        write_output(args.out, text, "--out")
-    else:
-        sys.stdout.write(text)
-    inside = sum(s.in_scope for s in scoped)
-    print(
-        f"ootest: scope: {inside} of {len(scoped)} test files in scope for {det.device}"
-        + (f" -> {args.out}" if args.out else ""),
-        file=sys.stderr,
-    )
-    return 0
+    scoped = [classify(file_info(f.key, read_source(f.path), det.name), det, chosen) for f in files]
+    return ScopeRun(det, chosen, paths, scoped)
