@@ -130,7 +130,7 @@ def _support(args: argparse.Namespace) -> Any:
 def _candidates(args: argparse.Namespace) -> list[Any]:
     import json
 
-    from ootest.select.gather import Candidate, from_memory
+    from ootest.select.gather import Candidate, from_memory, selectable
 
     found: dict[str, Any] = {}
     if args.memory:
@@ -145,8 +145,8 @@ def _candidates(args: argparse.Namespace) -> list[Any]:
                 rec = json.loads(line)
             except ValueError:
                 continue
-            if rec.get("kind") == "variant" and rec.get("device_variant"):
-                vid = str(rec["variant_id"])
+            vid = str(rec.get("variant_id"))
+            if rec.get("kind") == "variant" and selectable(vid, bool(rec.get("device_variant"))):
                 c = Candidate(vid, tuple(rec.get("dtypes") or ()))
                 c.checks_messages = rec.get("checks_messages") is True
                 had = found.setdefault(vid, c)

@@ -95,6 +95,7 @@ class Patched:
     edits: _Lines
     held: list[str]  # re-decided variants a person's entry decides: unchanged
     unplaceable: list[str]  # files configured by a glob path: decide by hand
+    notes: list[str] = field(default_factory=list)  # for review (a move a name cannot follow)
 
     def header(self, edit: Callable[[str], str]) -> None:
         """Pass each comment line above ``test_suite_config:`` through ``edit``; lines
@@ -590,12 +591,17 @@ def patch(
     universe: Mapping[str, Collection[str]],
     modes: Callable[[str, Collection[str]], Counter[str]] | None,
     root_var: str,
+    renames: Mapping[str, str] | None = None,
+    evidence: Callable[[list[str]], Mapping[str, tuple[str, ...]]] | None = None,
 ) -> Patched:
     """The config ``text`` with ``changes`` (variant ID -> its new decision) placed
     and ``removed`` variants' names dropped (Note [Config patches]). ``universe``
     maps each file key to every variant ID it has now; ``modes(file, held)`` counts
     the file's decisions after the change, the held variants' kept (for the summary
-    comment of each touched block)."""
+    comment of each touched block). ``renames`` maps a moved variant's old ID (in
+    ``removed``) to its new one (in ``changes``): a person's entry naming the old
+    follows it (Note [Moves]). ``evidence(vids)`` gives the decision evidence of
+    kept variants, for the comment of an entry whose names change."""
     cfg = _Config(text)
     lines = cfg.lines
     ed = _Lines(lines)
@@ -604,6 +610,7 @@ def patch(
         by_file[vid.partition("::")[0]].append(vid)
     held: list[str] = []
     unplaceable: list[str] = []
+    notes: list[str] = []
     checks: list[tuple[str, str, str]] = []  # (file, variant, mode it must resolve to)
     new_blocks: dict[str, list[Placed]] = {}
     variants: dict[str, Any] = {}
@@ -622,8 +629,9 @@ def patch(
             if placed:
                 new_blocks[file] = placed
             continue
+        notes += _follow_moves(ed, block, file, renames or {}, universe, variants)
         h, c, modes_before = _patch_block(
-            ed, block, file, by_file[file], changes, removed, universe, variants
+            ed, block, file, by_file[file], changes, removed, universe, variants, evidence
         )
         held += h
         checks += c
@@ -648,7 +656,75 @@ def patch(
             if k == len(edited) or edited[k] >= block.end:
                 settled[file] = modes_before
     _check(ed, checks, root_var, variants, settled)
-    return Patched(ed, sorted(held), sorted(unplaceable))
+    return Patched(ed, sorted(held), sorted(unplaceable), notes)
+
+
+def _follow_moves(
+    ed: _Lines,
+    block: _Block,
+    file: str,
+    renames: Mapping[str, str],
+    universe: Mapping[str, Collection[str]],
+    variants: dict[str, Any],
+) -> list[str]:
+    """A person's entry that decided a moved variant by its exact or template name
+    names it by its new name too (Note [Moves]), in place, within one file; the old
+    name goes when nothing of this file answers to it any more. What a name cannot
+    follow (a pattern; a move to another file) is returned for review."""
+    from ootest.opmap.enable import variant_from_id
+    from ootest.select.writer import _q
+
+    moved = sorted(o for o in renames if o.partition("::")[0] == file)
+    if not moved:
+        return []
+    notes: list[str] = []
+    left = set(universe.get(file, ()))
+    of_template = {split_id(v)[1] for v in left}
+    matcher = _Matcher(block)
+    add: dict[int, dict[str, str]] = defaultdict(dict)  # entry -> old name -> new name
+    for old in moved:
+        new = renames[old]
+        if old not in variants:
+            variants[old] = variant_from_id(old)
+        if variants[old] is None:
+            continue
+        e, _ = matcher.winner(variants[old])
+        if e is None or e.tagged:
+            continue
+        exact, template = _name(old), split_id(old)[1]
+        named = [n for n, _ in e.names if n in (exact, template)]
+        if not named or new.partition("::")[0] != file:
+            notes.append(
+                f"  {old} -> {new}: a person's entry (line {e.start + 1}) decides it "
+                + ("by a pattern" if not named else "and it moved to another file")
+                + "; its decision there is the generated one: review it"
+            )
+            continue
+        for n in named:
+            add[e.index][n] = _name(new) if n == exact else split_id(new)[1]
+    for e in block.entries:
+        renamed = add.get(e.index)
+        if not renamed:
+            continue
+        have = {n for n, _ in e.names}
+        for n, line in list(e.names):
+            new_name = renamed.get(n)
+            if new_name is None:
+                continue
+            raw = ed.lines[line]
+            if not raw.lstrip().startswith("- "):  # not a block list item: left alone
+                notes.append(f"  line {line + 1}: name {n!r} moved to {new_name!r}: rename it")
+                continue
+            pad = raw[: len(raw) - len(raw.lstrip())]
+            if new_name not in have:
+                ed.after[line].append(f"{pad}- {_q(new_name)}")
+                e.names.append((new_name, line))
+                have.add(new_name)
+            still = n in of_template if "[" not in n else f"{file}::{n}" in left
+            if not still:
+                ed.drop(line)
+                e.names.remove((n, line))
+    return notes
 
 
 def _patch_block(
@@ -660,6 +736,7 @@ def _patch_block(
     removed: Collection[str],
     universe: Mapping[str, Collection[str]],
     variants: dict[str, Any],
+    evidence: Callable[[list[str]], Mapping[str, tuple[str, ...]]] | None = None,
 ) -> tuple[list[str], list[tuple[str, str, str]], dict[str, str]]:
     """The edits of one file block; (held variants, checks, each variant's mode
     before the edits). ``variants`` caches the config-name view of each variant ID
@@ -769,6 +846,8 @@ def _patch_block(
             m = _MARK_LINE.match(ed.lines[e.mark_line])
             assert m is not None
             ed.repl[e.mark_line] = f"{m[1]}{MARK} {m[2]} ({count} names)"
+            listed = [n for n in names[e.index] if n not in drop] + add
+            _rewrite_evidence(ed, e.mark_line, file, listed, of_template, changes, evidence)
     emptied = all(not current[e.index] and not added[e.index] for e in block.entries)
     generated = all(e.tagged for e in block.entries)
     if fresh:
@@ -804,6 +883,36 @@ def _pattern(name: str) -> Any:
         return NamePattern.parse(name)
     except NameSyntaxError:
         return None
+
+
+def _rewrite_evidence(
+    ed: _Lines,
+    mark: int,
+    file: str,
+    names: list[str],
+    of_template: Mapping[str, list[str]],
+    changes: Mapping[str, Decision],
+    evidence: Callable[[list[str]], Mapping[str, tuple[str, ...]]] | None,
+) -> None:
+    """The evidence comment under an entry's mark line, counted again over the names
+    it lists now (as ``select run`` counts them: one evidence per name, a template's
+    from its first variant), so no count describes names the entry no longer has."""
+    from ootest.select.writer import evidence_comments
+
+    if evidence is None:
+        return
+    rep = {n: f"{file}::{n}" if "[" in n else min(of_template.get(n, [""])) for n in names}
+    kept = evidence([v for v in rep.values() if v and v not in changes])
+    ev = [changes[v].evidence if v in changes else kept.get(v, ()) for v in rep.values() if v]
+    pad = ed.lines[mark][: len(ed.lines[mark]) - len(ed.lines[mark].lstrip())]
+    new = [pad + c for c in evidence_comments(ev)]
+    end = mark + 1
+    while end < len(ed.lines) and ed.lines[end].lstrip().startswith("#   "):
+        end += 1
+    if ed.lines[mark + 1 : end] == new:
+        return
+    ed.drop(mark + 1, end)
+    ed.after[mark].extend(new)
 
 
 def _insert_names(ed: _Lines, e: _Entry, add: list[str]) -> None:

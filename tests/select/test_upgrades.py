@@ -1,0 +1,314 @@
+"""An upgrade loses nothing that still exists (``select run --since``, issue 26).
+
+One upstream-style file per kind of change the memory diff reports (body,
+decorator, helper, import, OpInfo entry, a class that becomes or stops being
+device-generic, a collection whose device flag changed), each with a plain
+``TestCase`` class (its tests run on the host beside the device's) and a
+device-generic one; and a file whose tests are added and removed. The upgrade
+must re-decide exactly what the diff reports added or modified, keep every
+unchanged variant's decision and evidence line byte for byte, remove exactly the
+removed, print the diff's counts, and leave no entry comment counting names the
+entry no longer lists.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from ootest.cli.main import main
+from ootest.config.decide import decide
+from ootest.config.load import load_config
+from ootest.config.when import Context
+from ootest.memory import IndexDiff, diff_indexes
+from ootest.opmap.enable import variant_from_id
+from ootest.select.writer import evidence_comments
+from tests.select.upgrade_trees import HEAD, V, build, capture, change_entry
+
+KINDS = ("body", "decorator", "helper", "import", "opinfo", "device", "dump")
+#: what the diff says of the variants a kind changes
+REASONS = {
+    "body": ("body",),
+    "decorator": ("decorator",),
+    "helper": ("helper:_scale",),
+    "import": ("import",),
+    "opinfo": ("opinfo:mul",),
+    "device": ("decorator", "device"),
+    "dump": ("device",),
+}
+OPS = {"test_changes": {"aten::mul.Tensor": 1, "aten::sum": 1}, "test_same": {"aten::zeros": 1}}
+SELECT = ["--supported", "sup.txt", "--dtypes", "float32", "--ops", "ops.db"]
+
+
+def _cls(kind: str) -> str:
+    return kind.capitalize()
+
+
+def kind_file(kind: str, new: bool) -> str:
+    """``test/test_<kind>.py``: a plain class and a device-generic one, whose
+    ``test_changes`` the kind changes between versions (``import``: the whole file)."""
+    k, changed = _cls(kind), new
+    scale = "t + t" if kind == "helper" and changed else "t * 2"
+    size = 3 if kind == "body" and changed else 2
+    deco = "    @torch.no_grad()\n" if kind == "decorator" and changed else ""
+    more = "import math\n" if kind == "import" and changed else ""
+    if kind == "opinfo":
+        plain_head = '    @parametrize("op", local_ops)\n    def test_changes(self, op):\n'
+        dev_head = (
+            "    @ops(local_ops, allowed_dtypes=(torch.float32,))\n"
+            "    def test_changes(self, device, dtype, op):\n"
+        )
+    elif kind == "device":  # the same method either way: only the class changes
+        plain_head = dev_head = '    def test_changes(self, device="cpu"):\n'
+    else:
+        plain_head = f"{deco}    def test_changes(self):\n"
+        dev_head = f"    @dtypes(torch.float32)\n{deco}    def test_changes(self, device, dtype):\n"
+    plain_generic = kind == "device" and new
+    dev_generic = not (kind == "device" and new)
+    out = HEAD + more + "\nlocal_ops = []\n\n\ndef _scale(t):\n" + f"    return {scale}\n\n\n"
+    for name, head, generic in (
+        (f"TestPlain{k}", plain_head, plain_generic),
+        (f"Test{k}", dev_head, dev_generic),
+    ):
+        out += f"class {name}(TestCase):\n{head}"
+        out += f"        t = torch.ones({size})\n"
+        out += "        self.assertEqual(_scale(t).sum().item(), 2 * t.numel())\n\n"
+        out += "    def test_same(self):\n"
+        out += "        self.assertEqual(torch.zeros(2).sum().item(), 0)\n\n\n"
+        if generic:
+            out += f"instantiate_device_type_tests({name}, globals())\n\n\n"
+        elif kind == "opinfo" and name.startswith("TestPlain"):
+            out += f"instantiate_parametrized_tests({name})\n\n\n"
+    return out
+
+
+def kind_variants(kind: str, new: bool) -> list[V]:
+    f, k = f"test/test_{kind}.py", _cls(kind)
+    plain_dev = (kind == "device" and new) or (kind == "dump" and new)
+    dev_dev = not ((kind == "device" and new) or (kind == "dump" and new))
+    out: list[V] = []
+    for cls, device in ((f"TestPlain{k}", plain_dev), (f"Test{k}", dev_dev)):
+        generic = cls == f"Test{k}"
+        if kind == "opinfo":
+            out += [V(f, cls, "test_changes", "float32" if generic else None, op, device)
+                    for op in ("add", "mul")]  # fmt: skip
+        elif kind in ("device", "dump"):
+            out.append(V(f, cls, "test_changes", None, None, device))
+        else:
+            out.append(V(f, cls, "test_changes", "float32" if generic else None, None, device))
+        out.append(V(f, cls, "test_same", None, None, device))
+    return out
+
+
+CHURN_OLD = (
+    HEAD
+    + """
+
+class TestPlainChurn(TestCase):
+    def test_kept(self):
+        self.assertTrue(torch.ones(1).bool().all())
+
+    def test_gone(self):
+        self.assertTrue(True)
+
+
+class TestChurn(TestCase):
+    @dtypes(torch.float32)
+    def test_kept(self, device, dtype):
+        self.assertTrue(torch.ones(1, device=device, dtype=dtype).bool().all())
+
+    def test_gone(self, device):
+        self.assertTrue(True)
+
+
+instantiate_device_type_tests(TestChurn, globals())
+"""
+)
+CHURN_NEW = CHURN_OLD.replace("test_gone", "test_new")
+
+
+def churn_variants(new: bool) -> list[V]:
+    f, m = "test/test_churn.py", "test_new" if new else "test_gone"
+    return [
+        V(f, "TestPlainChurn", "test_kept", device=False),
+        V(f, "TestPlainChurn", m, device=False),
+        V(f, "TestChurn", "test_kept", "float32"),
+        V(f, "TestChurn", m),
+    ]
+
+
+def version(new: bool) -> tuple[dict[str, str], list[V]]:
+    files = {f"test/test_{k}.py": kind_file(k, new) for k in KINDS}
+    files["test/test_churn.py"] = CHURN_NEW if new else CHURN_OLD
+    spec = [v for k in KINDS for v in kind_variants(k, new)] + churn_variants(new)
+    return files, spec
+
+
+def modes(config: Path, root: Path, vids: Sequence[str]) -> dict[str, str]:
+    """Each variant's mode as ootest itself decides it from ``config``."""
+    cfg = load_config(config, env={"TORCH_ROOT": str(root)}, check_paths=False)
+    out = {}
+    for vid in vids:
+        file = vid.partition("::")[0]
+        rf = next((f for f in cfg.files if f.path.as_posix().endswith("/" + file)), None)
+        out[vid] = (
+            decide(rf, cfg.suite.global_, variant_from_id(vid), Context()).mode
+            if rf is not None
+            else "unlisted"
+        )
+    return out
+
+
+def sidecar(path: Path) -> dict[str, str]:
+    return {json.loads(x)["decision"]["variant_id"]: x for x in path.read_text().splitlines()}
+
+
+def check_comments(config: Path, side: dict[str, str]) -> None:
+    """Every generated entry's mark counts the names it lists, and its evidence
+    comment is the one ``select run`` writes for those names (one evidence per
+    name, a template's from its first variant)."""
+    lines = config.read_text().splitlines()
+    file = ""
+    for i, line in enumerate(lines):
+        if m := re.match(r"\s*- path: \$\{TORCH_ROOT\}/(.*)$", line):
+            file = m[1]
+        m = re.match(r"\s*# ootest select: .* \((\d+) names?\)$", line)
+        if m is None:
+            continue
+        j = i + 1
+        comments = []
+        while lines[j].lstrip().startswith("#   "):
+            comments.append(lines[j].strip())
+            j += 1
+        assert lines[j].strip() == "- names:", (i, lines[j])
+        names = []
+        j += 1
+        while lines[j].strip().startswith("- "):
+            names.append(json.loads(n) if (n := lines[j].strip()[2:]).startswith('"') else n)
+            j += 1
+        assert int(m[1]) == len(names), (line, names)
+        evidence = []
+        for n in names:
+            vid = f"{file}::{n}"
+            if "[" not in n:
+                vid = min(v for v in side if v == vid or v.startswith(vid + "["))
+            evidence.append(tuple(json.loads(side[vid])["decision"]["evidence"]))
+        assert comments == evidence_comments(evidence), (line, names)
+
+
+@pytest.fixture(scope="module")
+def upgraded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """Old and new memories of the trees, the old config (a full run), the upgraded
+    one (``--since``) and a fresh full run of the new memory."""
+    base = tmp_path_factory.mktemp("upgrades")
+    files_old, spec_old = version(False)
+    files_new, spec_new = version(True)
+    build(base / "old", base / "old.db", files_old, spec_old)
+    build(base / "new", base / "new.db", files_new, spec_new)
+    changed = change_entry(base / "new.db", "mul", "mul-edited")
+    assert len(changed) == 2
+    shutil.copy(capture(base / "cap.jsonl", [*spec_old, *spec_new], OPS), base / "ops.db")
+    (base / "sup.txt").write_text("mul\nsum\nzeros\nones\nall\n")
+
+    def run(*args: str) -> tuple[int, str, str]:
+        import contextlib
+        import io
+        import os
+
+        out, err = io.StringIO(), io.StringIO()
+        cwd = os.getcwd()
+        os.chdir(base)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                rc = main(list(args))
+        finally:
+            os.chdir(cwd)
+        return rc, out.getvalue(), err.getvalue()
+
+    rc, _, err = run("select", "run", "--memory", "old.db", *SELECT, "--out", "suite.yaml")
+    assert rc == 0, err
+    rc, _, err = run("select", "run", "--memory", "new.db", *SELECT, "--out", "fresh.yaml")
+    assert rc == 0, err
+    rc, _, err = run(
+        "select", "run", "--since", "old.db", "--memory", "new.db",
+        "--config", "suite.yaml", *SELECT, "--out", "up.yaml",
+    )  # fmt: skip
+    assert rc == 0, err
+    return {
+        "base": base,
+        "diff": diff_indexes(base / "old.db", base / "new.db"),
+        "err": err,
+        "old": sidecar(base / "suite.evidence.jsonl"),
+        "new": sidecar(base / "up.evidence.jsonl"),
+        "fresh": sidecar(base / "fresh.evidence.jsonl"),
+        "spec_old": spec_old,
+        "spec_new": spec_new,
+    }
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_kind_of_change_re_decides_its_variants_plain_and_device(
+    upgraded: dict[str, object], kind: str
+) -> None:
+    diff = upgraded["diff"]
+    assert isinstance(diff, IndexDiff)
+    old, new = upgraded["old"], upgraded["new"]
+    assert isinstance(old, dict) and isinstance(new, dict)
+    spec_new = upgraded["spec_new"]
+    assert isinstance(spec_new, list)
+    ids = sorted(v.id for v in spec_new if v.file == f"test/test_{kind}.py")
+    why = {m.id: m.reasons for m in diff.modified if m.id in ids}
+    expect = {
+        v: REASONS[kind]
+        for v in ids
+        if kind in ("import", "device", "dump")  # every test of the file (of both classes)
+        or ("test_changes" in v and (kind != "opinfo" or "op=mul" in v))
+    }
+    assert why == expect
+    # both classes: a plain one and a device-generic one
+    assert {v.split("::")[1] for v in expect} == {f"TestPlain{_cls(kind)}", f"Test{_cls(kind)}"}
+    for vid in ids:  # nothing that still exists is lost
+        assert vid in new, vid
+        row = json.loads(new[vid])
+        if vid in expect:
+            assert row["changed"] == list(expect[vid]), vid
+        else:
+            assert new[vid] == old[vid], vid  # kept byte for byte
+    base = upgraded["base"]
+    assert isinstance(base, Path)
+    # as the config resolves them: the decisions a fresh full selection makes
+    got = modes(base / "up.yaml", base, ids)
+    assert got == modes(base / "fresh.yaml", base, ids)
+    assert set(got.values()) == {"mandatory_success"}
+
+
+def test_the_counts_printed_are_the_diffs_and_the_comments_count_their_names(
+    upgraded: dict[str, object],
+) -> None:
+    diff, err, new = upgraded["diff"], upgraded["err"], upgraded["new"]
+    assert isinstance(diff, IndexDiff) and isinstance(err, str) and isinstance(new, dict)
+    assert not diff.moved  # test_gone -> test_new: another body, no move
+    added, removed = len(diff.added), len(diff.removed)
+    assert (added, removed) == (2, 2)
+    evaluated = added + len(diff.modified)
+    total = len(upgraded["spec_new"])  # type: ignore[arg-type]
+    assert (
+        f"evaluated {evaluated} of {total} variants ({added} added; "
+        f"{len(diff.modified)} modified; {removed} removed;"
+    ) in err, err
+    assert "have no decision" not in err
+    assert set(new) == {v.id for v in upgraded["spec_new"]}  # type: ignore[attr-defined]
+    for vid in diff.removed:
+        assert vid not in new
+    base = upgraded["base"]
+    assert isinstance(base, Path)
+    check_comments(base / "up.yaml", new)
+    text = (base / "up.yaml").read_text()
+    assert "test_gone" not in text
+    ids = sorted(new)
+    assert modes(base / "up.yaml", base, ids) == modes(base / "fresh.yaml", base, ids)
