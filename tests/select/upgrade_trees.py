@@ -160,3 +160,198 @@ def capture(path: Path, variants: Iterable[V], ops: Mapping[str, Mapping[str, in
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     assert main(["ops", "ingest", str(path), "--db", str(path.with_suffix(".db"))]) == 0
     return path.with_suffix(".db")
+
+
+# ---------------------------------------------------------------- moves (Note [Moves])
+SORT_OLD = (
+    HEAD
+    + """
+
+class TestSort(TestCase):
+    def setUp(self):
+        super().setUp()
+        self.size = 5
+
+    def assertIsOrdered(self, x):
+        self.assertTrue(bool((x[1:] >= x[:-1]).all()))
+
+    @dtypes(torch.float32, torch.float64)
+    def test_sort(self, device, dtype):
+        x = torch.rand(self.size, device=device, dtype=dtype)
+        self.assertIsOrdered(x.sort().values)
+
+    def test_topk(self, device):
+        x = torch.arange(self.size, device=device)
+        self.assertEqual(x.topk(2).values.tolist(), [4, 3])
+
+    def test_sort_stable_none(self, device):
+        x = torch.tensor([2, 1], device=device)
+        self.assertEqual(x.sort(stable=None).values.tolist(), [1, 2])
+
+    def test_rewritten(self, device):
+        self.assertEqual(torch.ones(2, device=device).sum().item(), 2)
+
+
+instantiate_device_type_tests(TestSort, globals())
+"""
+)
+
+# the device-generic class split: a CPU-only class and one for every other device;
+# test_rewritten changed on the way (not a move)
+SORT_NEW = (
+    HEAD
+    + """
+
+class TestSortCPU(TestCase):
+    def test_sort_cpu_only(self, device):
+        self.assertEqual(torch.ones(2, device=device).sum().item(), 2)
+
+
+instantiate_device_type_tests(TestSortCPU, globals(), only_for="cpu")
+
+
+class TestSortDevice(TestCase):
+    def setUp(self):
+        super().setUp()
+        self.size = 5
+
+    def assertIsOrdered(self, x):
+        self.assertTrue(bool((x[1:] >= x[:-1]).all()))
+
+    @dtypes(torch.float32, torch.float64)
+    def test_sort(self, device, dtype):
+        x = torch.rand(self.size, device=device, dtype=dtype)
+        self.assertIsOrdered(x.sort().values)
+
+    def test_topk(self, device):
+        x = torch.arange(self.size, device=device)
+        self.assertEqual(x.topk(2).values.tolist(), [4, 3])
+
+    def test_sort_stable_none(self, device):
+        x = torch.tensor([2, 1], device=device)
+        self.assertEqual(x.sort(stable=None).values.tolist(), [1, 2])
+
+    def test_rewritten(self, device):
+        self.assertEqual(torch.ones(3, device=device).sum().item(), 3)
+
+
+instantiate_device_type_tests(TestSortDevice, globals(), except_for="cpu")
+"""
+)
+
+PARAM = (
+    HEAD
+    + """from torch.testing._internal.common_utils import subtest
+
+
+class TestParam(TestCase):
+    @parametrize("x", [subtest(1, name="{a}"), subtest(2, name="{b}")])
+    def test_param(self, device, x):
+        self.assertEqual(torch.tensor(x, device=device).item(), x)
+
+    @parametrize("n", [subtest(3, name="{c}")])
+    def test_single(self, device, n):
+        self.assertEqual(torch.ones(n, device=device).numel(), n)
+
+
+instantiate_device_type_tests(TestParam, globals())
+"""
+)
+
+MISC_OLD = (
+    HEAD
+    + """
+
+def _twice(t):
+    return t * 2
+
+
+class TestMiscPlain(TestCase):
+    def test_plain_moved(self):
+        self.assertEqual(_twice(torch.ones(1)).item(), 2)
+
+
+class TestMisc(TestCase):
+    def test_moved(self, device):
+        self.assertEqual(_twice(torch.ones(1, device=device)).item(), 2)
+
+    def test_stays(self, device):
+        self.assertEqual(torch.zeros(1, device=device).item(), 0)
+
+
+instantiate_device_type_tests(TestMisc, globals())
+"""
+)
+MISC_NEW = (
+    HEAD
+    + """
+
+class TestMisc(TestCase):
+    def test_stays(self, device):
+        self.assertEqual(torch.zeros(1, device=device).item(), 0)
+
+
+instantiate_device_type_tests(TestMisc, globals())
+"""
+)
+# another file: the same helper, the device test as it was, the plain one decorated
+OTHER = (
+    HEAD
+    + """import math
+
+
+def _twice(t):
+    return t * 2
+
+
+class TestOtherPlain(TestCase):
+    @torch.no_grad()
+    def test_plain_moved(self):
+        self.assertEqual(_twice(torch.ones(1)).item(), 2)
+
+
+class TestOther(TestCase):
+    def test_moved(self, device):
+        self.assertEqual(_twice(torch.ones(1, device=device)).item(), 2)
+
+
+instantiate_device_type_tests(TestOther, globals())
+"""
+)
+
+
+def moves_version(new: bool) -> tuple[dict[str, str], list[V]]:
+    """Two versions of a suite in which upstream moved tests: a class split, a
+    test moved to another file (and a plain one moved and decorated), renamed
+    parametrizations."""
+    names = dict(a="small", b="large", c="three") if new else dict(a="one", b="two", c="n3")
+    files = {
+        "test/test_sort.py": SORT_NEW if new else SORT_OLD,
+        "test/test_param.py": PARAM.format(**names),
+        "test/test_misc.py": MISC_NEW if new else MISC_OLD,
+    }
+    sort, misc = "test/test_sort.py", "test/test_misc.py"
+    cls = "TestSortDevice" if new else "TestSort"
+    spec = [
+        V(sort, cls, "test_sort", "float32"),
+        V(sort, cls, "test_sort", "float64"),
+        V(sort, cls, "test_topk"),
+        V(sort, cls, "test_sort_stable_none"),
+        V(sort, cls, "test_rewritten"),
+        V(misc, "TestMisc", "test_stays"),
+    ]
+    spec += [V("test/test_param.py", "TestParam", "test_param", params=(("x", names[k]),))
+             for k in "ab"]  # fmt: skip
+    spec.append(V("test/test_param.py", "TestParam", "test_single", params=(("n", names["c"]),)))
+    if new:
+        files["test/test_other.py"] = OTHER
+        spec += [
+            V("test/test_other.py", "TestOther", "test_moved"),
+            V("test/test_other.py", "TestOtherPlain", "test_plain_moved", device=False),
+        ]
+    else:
+        spec += [
+            V(misc, "TestMisc", "test_moved"),
+            V(misc, "TestMiscPlain", "test_plain_moved", device=False),
+        ]
+    return files, spec

@@ -17,20 +17,26 @@ pairs removed variants with added ones that are the same test:
 2. **variants** of a template pair: the same axes (``[dtype=float32]``) first;
    then the same inputs under other names (the axis values equal as a multiset:
    a parametrization whose key was renamed); then, per op, module and dtype, the
-   one removed and the one added left (a renamed value, ``subtest(name=...)``).
-   A dtype is an input: ``dtype=float32`` never pairs with ``dtype=float64``.
+   one removed and the one added left (a renamed value, ``subtest(name=...)``),
+   or, when several are left on both sides, in the order their values appear in
+   the method's decorators on each side (``subtest(1, name="small"),
+   subtest(2, name="large")``), when every one of them appears there; otherwise
+   nothing is guessed. A dtype is an input: ``dtype=float32`` never pairs with
+   ``dtype=float64``. A renamed argument changes the body: no move.
 
 A pair is a move. What else changed is said as reasons, compared without the
 identity that moved: helpers of the class are compared by member name
 (``TestFoo.setUp`` and ``TestFooDevice.setUp``), the ``decorator`` component by
 the method's and its class's decorators (the ``instantiate_*`` call names the
 class and may limit other devices: it does not matter to a variant that exists
-on the device on both sides), ``import`` only within one file (another file
-imports other names; what the test reaches of them is in its helpers), and the
-device flag (``device``: the class became, or stopped being, device-generic).
-A move without reasons is the same test under another name: ``select run
---since`` carries its decision; one with reasons is decided again, with its
-history (Note [Incremental selection]).
+on the device on both sides; for a renamed variant, the decorators that make
+the variants, ``@parametrize``/``@dtypes``/``@ops``/``@modules``, are left out:
+a rename changes their text, and the pairing compared what they make),
+``import`` only within one file (another file imports other names; what the
+test reaches of them is in its helpers), and the device flag (``device``: the
+class became, or stopped being, device-generic). A move without reasons is the
+same test under another name: ``select run --since`` carries its decision; one
+with reasons is decided again, with its history (Note [Incremental selection]).
 """
 
 from __future__ import annotations
@@ -61,7 +67,8 @@ class _Side:
 
     variants: dict[str, tuple[Any, ...]]  # id -> (op, module, entry_fp, device_variant)
     templates: dict[str, dict[str, str]]  # template key -> components
-    decorators: dict[str, str]  # template key -> the method's and its class's decorators
+    methods: dict[str, list[str]]  # template key -> the method's decorators, one a line
+    classes: dict[str, str]  # template key -> its class's decorators
 
 
 def _read(con: sqlite3.Connection, ids: Sequence[str]) -> _Side:
@@ -98,14 +105,9 @@ def _read(con: sqlite3.Connection, ids: Sequence[str]) -> _Side:
             "SELECT decorators FROM main.classes WHERE file = ? AND name = ?", (file, cls)
         ).fetchone()
         class_decos[(file, cls)] = str(row[0]) if row else "[]"
-    decorators = {}
-    for key in keys:
-        file, _, rest = key.partition("::")
-        cls = rest.partition("::")[0] if "::" in rest else ""
-        decorators[key] = json.dumps(
-            [method_decos.get(key, ""), class_decos.get((file, cls), "[]")]
-        )
-    return _Side(variants, templates, decorators)
+    methods = {k: [d for d in method_decos.get(k, "").splitlines() if d] for k in keys}
+    classes_of = {k: class_decos.get((file_of(k), _class_of(k)), "[]") for k in keys}
+    return _Side(variants, templates, methods, classes_of)
 
 
 def _class_of(key: str) -> str:
@@ -150,10 +152,13 @@ def _pair_templates(
 _INPUT_KEYS = ("op", "dtype", "module")
 
 
-def _pair_variants(removed: list[str], added: list[str]) -> list[tuple[str, str]]:
-    """(removed, added) variants of one template pair that are the same variant
-    (Note [Moves], 2)."""
-    pairs: list[tuple[str, str]] = []
+def _pair_variants(
+    removed: list[str], added: list[str], old_text: str = "", new_text: str = ""
+) -> list[tuple[str, str, bool]]:
+    """(removed, added, renamed) variants of one template pair that are the same
+    variant (Note [Moves], 2); ``old_text``/``new_text``: the method's decorators on
+    each side, where renamed values are looked for in order."""
+    pairs: list[tuple[str, str, bool]] = []
 
     def bracket(vid: str) -> str:
         return vid.partition("::")[2].partition("[")[2]
@@ -168,7 +173,7 @@ def _pair_variants(removed: list[str], added: list[str]) -> list[tuple[str, str]
         if a is None:
             rest_r.append(r)
         else:
-            pairs.append((r, a))
+            pairs.append((r, a, False))
     rest_a = sorted(by_axes.values())
     # the same inputs under other names: the axis values as a multiset
 
@@ -182,7 +187,7 @@ def _pair_variants(removed: list[str], added: list[str]) -> list[tuple[str, str]
     for r in rest_r:
         cands = by_values.get(values(r))
         if cands:
-            pairs.append((r, cands.pop(0)))
+            pairs.append((r, cands.pop(0), True))
         else:
             still_r.append(r)
     still_a = sorted(a for cands in by_values.values() for a in cands)
@@ -201,8 +206,41 @@ def _pair_variants(removed: list[str], added: list[str]) -> list[tuple[str, str]
     for key, rs in group_r.items():
         as_ = group_a.get(key, [])
         if len(rs) == 1 and len(as_) == 1:
-            pairs.append((rs[0], as_[0]))
+            pairs.append((rs[0], as_[0], True))
+        elif len(rs) == len(as_) > 1:
+            # several renamed: in the order their new names appear in the decorators
+            # (``subtest(1, name="small")``), when every one of them does
+            ro, ao = _in_order(rs, old_text), _in_order(as_, new_text)
+            if ro is not None and ao is not None:
+                pairs += [(r, a, True) for r, a in zip(ro, ao, strict=True)]
     return pairs
+
+
+def _in_order(vids: list[str], text: str) -> list[str] | None:
+    """``vids`` in the order their differing axis values first appear in ``text``
+    (None: one does not appear, or two at one place)."""
+    values = [tuple(v for k, v in axes_of(x) if k not in _INPUT_KEYS) for x in vids]
+    where = []
+    for vid, vals in zip(vids, values, strict=True):
+        found = [text.find(v) for v in vals if v]
+        if not found or min(found) < 0:
+            return None
+        where.append((max(found), vid))
+    if len({w for w, _ in where}) != len(where):
+        return None
+    return [vid for _, vid in sorted(where)]
+
+
+#: decorators that make a test's variants (its inputs): a rename changes their text,
+#: and the pairing compared what they make
+_PARAMETRIZING = ("parametrize", "dtypes", "dtypesIf", "ops", "modules", "subtest")
+
+
+def _decorators(side: _Side, key: str, renamed: bool) -> tuple[list[str], str]:
+    method = side.methods.get(key, [])
+    if renamed:
+        method = [d for d in method if not d[1:].rsplit(".", 1)[-1].startswith(_PARAMETRIZING)]
+    return method, side.classes.get(key, "[]")
 
 
 def _portable(comps: Mapping[str, str], same_file: bool) -> dict[str, str]:
@@ -219,7 +257,7 @@ def _portable(comps: Mapping[str, str], same_file: bool) -> dict[str, str]:
     return out
 
 
-def _reasons(old: str, new: str, o: _Side, n: _Side) -> tuple[str, ...]:
+def _reasons(old: str, new: str, o: _Side, n: _Side, renamed: bool) -> tuple[str, ...]:
     ov, nv = o.variants[old], n.variants[new]
     same_file = file_of(old) == file_of(new)
     before = _portable(
@@ -233,7 +271,7 @@ def _reasons(old: str, new: str, o: _Side, n: _Side) -> tuple[str, ...]:
             if kind == "helper" and "." in name:
                 named[f"helper:.{name.partition('.')[2]}"] = key
     out = [named.get(k, k) for k in set(before) | set(after) if before.get(k) != after.get(k)]
-    if o.decorators.get(template_of(old)) != n.decorators.get(template_of(new)):
+    if _decorators(o, template_of(old), renamed) != _decorators(n, template_of(new), renamed):
         out.append("decorator")
     if ov[3] != nv[3]:
         out.append("device")
@@ -256,7 +294,8 @@ def find_moves(
         a_of[template_of(a)].append(a)
     out: list[Moved] = []
     for ot, nt in _pair_templates(r_of, a_of, os_, ns):
-        for r, a in _pair_variants(r_of[ot], a_of[nt]):
+        texts = "\n".join(os_.methods.get(ot, [])), "\n".join(ns.methods.get(nt, []))
+        for r, a, renamed in _pair_variants(r_of[ot], a_of[nt], *texts):
             if r in os_.variants and a in ns.variants:
-                out.append(Moved(r, a, _reasons(r, a, os_, ns)))
+                out.append(Moved(r, a, _reasons(r, a, os_, ns, renamed)))
     return sorted(out, key=lambda m: m.new)

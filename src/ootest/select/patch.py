@@ -767,10 +767,10 @@ def _patch_block(
         if vid not in first:
             continue
         winner, _ = first[vid]
-        if winner is not None and not winner.tagged:
-            if vid in changes:
-                held.append(vid)
+        if winner is not None and not winner.tagged and vid in changes:
+            held.append(vid)
             continue
+        # a removed variant leaves the generated entries whoever decided it
         exact_name, template = _name(vid), split_id(vid)[1]
         for i in where.get(exact_name, ()):
             gone[i].add(exact_name)

@@ -13,7 +13,13 @@ the config (Note [Config patches] says how it is edited):
   judge's record are carried from their old evidence lines, unless the test's
   own body changed (``INVALIDATES``: its earlier runs were of other code; the
   line says ``dropped``); a removed one
-  leaves the sidecar and the names that named exactly it. A variant a person's
+  leaves the sidecar and the names that named exactly it. A moved one (Note
+  [Moves]: the same test under another name) takes its old line under its new
+  ID (``changed: ["moved"]``, ``moved_from``) and its decision, and is named
+  where its mode needs a name; it is decided again, with its history, only
+  when something else changed (``["moved", "decorator"]``). A person's entry
+  that named it by its exact or template name names it by its new name (within
+  its file; otherwise the run says so, for review). A variant a person's
   entry decides keeps its decision, but its line takes the new fingerprint and
   ``changed`` (``held``), and the run lists it. Everything else is
   kept as it was, byte for byte, sidecar lines included. With ``--replay`` (a
@@ -404,12 +410,19 @@ def _renamed(line: bytes, vid: str) -> dict[str, Any]:
     return row
 
 
-def _held(line: bytes, fingerprint: str, changed: Iterable[str], vid: str | None = None) -> str:
+def _held(
+    line: bytes,
+    fingerprint: str,
+    changed: Iterable[str],
+    vid: str | None = None,
+    more: Mapping[str, Any] | None = None,
+) -> str:
     """The evidence line of a variant a person's entry decides, after a change: its
     decision and evidence as they were, the new fingerprint, and why it changed
     (``held``: a later upgrade compares with this fingerprint, not a stale one);
-    ``vid``: the name it has now (a move)."""
+    ``vid``: the name it has now (a move); ``more``: keys to add (``moved_from``)."""
     row = json.loads(line) if vid is None else _renamed(line, vid)
+    row.update(more or {})
     row["fingerprint"] = fingerprint
     row["changed"] = list(changed)
     row["held"] = "a person's entry decides it; decision and evidence as before the change"
@@ -503,7 +516,8 @@ def _finish(
         if vid in held:  # a person decides it: its decision and evidence stay as they were
             was = before(vid)
             if was is not None:  # but the line takes the new fingerprint, and says why
-                side.edits[vid] = _held(was[0], fp, why, vid).encode("utf-8")
+                line = _held(was[0], fp, why, vid, (extra or {}).get(vid))
+                side.edits[vid] = line.encode("utf-8")
                 if vid not in old:  # moved: its old line left with its old ID
                     total[was[1]] += 1
             continue
@@ -530,7 +544,9 @@ def _finish(
     )
     o.decisions = Counter(d.mode for vid, d in decided.items() if vid not in held)
     o.held, o.unplaceable = sorted(patched.held), patched.unplaceable
-    o.notes += patched.notes
+    if patched.notes:
+        o.notes.append("a person's entry decided these moved variants; it cannot follow them:")
+        o.notes += patched.notes
     if o.held:
         o.notes.append(
             f"{len(o.held)} kept as people's entries decide them (their evidence lines "
