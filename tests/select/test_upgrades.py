@@ -461,3 +461,53 @@ def test_a_persons_entry_follows_its_variant_across_a_move(moved: dict[str, obje
         if not vid.endswith("test_sort_stable_none"):
             assert got[vid] == json.loads(side[vid])["decision"]["mode"], vid
     check_comments(base / "up.yaml", side)
+
+
+def test_an_evidence_comment_never_holds_what_yaml_refuses() -> None:
+    # a message seen on the device with a terminal's colour codes (a real upstream
+    # test's UnpicklingError): select refine wrote it raw, and no YAML reader took
+    # the config back
+    import yaml
+
+    lines = evidence_comments([("device: UnpicklingError: \x1b[1mdo those steps\x1b[0m",)])
+    assert lines == ["#   device: UnpicklingError: \\x1b[1mdo those steps\\x1b[0m"]
+    assert yaml.safe_load("a: 1\n" + "\n".join(lines) + "\n") == {"a": 1}
+
+
+def test_a_helper_change_drops_the_failures_seen_before_and_keeps_crashes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Note [Incremental selection]: runs of the code a test called before say
+    nothing of what it calls now (a real upgrade's helper change fixed 24 failures
+    the carried results kept xfail_strict), but a crash or a hang is kept."""
+    files_old, spec_old = version(False)
+    files_new, spec_new = version(True)
+    build(tmp_path / "old", tmp_path / "old.db", files_old, spec_old)
+    build(tmp_path / "new", tmp_path / "new.db", files_new, spec_new)
+    shutil.copy(capture(tmp_path / "cap.jsonl", [*spec_old, *spec_new], OPS), tmp_path / "ops.db")
+    (tmp_path / "sup.txt").write_text("mul\nsum\nzeros\nones\nall\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["select", "run", "--memory", "old.db", *SELECT, "--out", "s.yaml"]) == 0
+    failed = "test/test_helper.py::TestHelper::test_changes[dtype=float32]"
+    crashed = "test/test_helper.py::TestPlainHelper::test_changes"
+    decorated = "test/test_decorator.py::TestDecorator::test_changes[dtype=float32]"
+    results = [
+        {"kind": "result", "variant_id": failed, "outcome": "failed", "time": 1.0,
+         "phase": "call", "message": "TypeError: boom"},
+        {"kind": "result", "variant_id": crashed, "outcome": "crashed", "time": 1.0,
+         "phase": "call", "signal": "SIGSEGV"},
+        {"kind": "result", "variant_id": decorated, "outcome": "failed", "time": 1.0,
+         "phase": "call", "message": "TypeError: boom"},
+    ]  # fmt: skip
+    Path("r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+    assert main(["select", "refine", "s.yaml", "--results", "r.jsonl"]) == 0
+    since = ["select", "run", "--since", "old.db", "--memory", "new.db", "--config", "s.yaml"]
+    assert main([*since, *SELECT]) == 0
+    rows = sidecar(Path("s.evidence.jsonl"))
+    f, c, d = (json.loads(rows[v]) for v in (failed, crashed, decorated))
+    assert f["evidence"]["observed"] == [] and f["decision"]["mode"] == "mandatory_success"
+    assert f["dropped"] == "1 observed results: the test's helper:_scale changed"
+    assert c["decision"]["reason"].startswith("observed_crashed:SIGSEGV")
+    assert "dropped" not in c
+    # a decorator change leaves the code it ran: the failure is kept
+    assert d["decision"]["mode"] == "xfail_strict"

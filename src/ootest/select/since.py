@@ -12,7 +12,9 @@ the config (Note [Config patches] says how it is edited):
   history: the results observed on the device, the CPU reference and the
   judge's record are carried from their old evidence lines, unless the test's
   own body changed (``INVALIDATES``: its earlier runs were of other code; the
-  line says ``dropped``); a removed one
+  line says ``dropped``), and except the results other than crashes and hangs
+  when a helper it calls changed (``STALE``: a helper change fixed 24 failures of
+  a real upgrade that the carried results kept xfail_strict); a removed one
   leaves the sidecar and the names that named exactly it. A moved one (Note
   [Moves]: the same test under another name) takes its old line under its new
   ID (``changed: ["moved"]``, ``moved_from``) and its decision, and is named
@@ -661,7 +663,8 @@ def upgrade(
     if dropped:
         o.notes.append(
             f"{dropped} re-decided variants lost their observed results: the test body "
-            "changed (the next run gives new ones)"
+            "or a helper it calls changed (the next run gives new ones; crashes and "
+            "hangs stay across a helper change)"
         )
     unknown = dev.total - (rows_before - known) - len(why) - len(carried)
     if unknown > 0:
@@ -684,6 +687,14 @@ def _moved_decision(line: bytes, vid: str) -> tuple[Evidence, Decision]:
 #: Changes after which a variant's earlier runs say nothing about it (Note
 #: [Incremental selection]): its own code is other code now.
 INVALIDATES = ("body",)
+#: Changes of the code a test calls (its helpers, ``setUp``): its earlier runs were
+#: of other code too, so they decide nothing now, except a crash or a hang, kept
+#: because learning it again costs a process or a timeout (Note [Incremental
+#: selection]; measured in bench/README.md, "Upgrades across real history": kept,
+#: 24 failures that a helper change fixed stayed xfail_strict, recall 84%).
+STALE = ("helper",)
+#: what a stale run still says
+KEPT_WHEN_STALE = ("crashed", "timeout")
 
 
 def _carry(
@@ -725,6 +736,16 @@ def _carry(
                 extra[ev.variant_id] = {"dropped": f"{what}: the test {stale[0]} changed"}
                 dropped += 1
             continue
+        helper = [c for c in why.get(ev.variant_id, ()) if c.partition(":")[0] in STALE]
+        if helper:
+            kept = [r for r in seen if r.outcome in KEPT_WHEN_STALE]
+            if len(kept) < len(seen) or cpu is not None:
+                what = f"{len(seen) - len(kept)} observed results" + (
+                    " and the CPU reference" if cpu else ""
+                )
+                extra[ev.variant_id] = {"dropped": f"{what}: the test's {helper[0]} changed"}
+                dropped += 1
+            seen, cpu = kept, None
         at = {r.at for r in ev.observed if r.at is not None}
         ev.observed = [r for r in seen if r.at is None or r.at not in at] + ev.observed
         if ev.cpu is None:

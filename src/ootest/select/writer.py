@@ -116,7 +116,13 @@ def _q(text: str) -> str:
 
 
 def _comment(text: str) -> str:
-    return " ".join(text.split())[:240]
+    """One line of a YAML comment: whitespace folded, and what YAML refuses even in
+    a comment (control characters: a test's message may carry a terminal's colour
+    codes, ``\\x1b[1m``) written as ``\\xNN``."""
+    text = " ".join(text.split())
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+    return text[:240]
 
 
 def render(
