@@ -30,9 +30,9 @@ Usage: python bench/upgrade_history.py [--git DIR --pair FILE:OLD:NEW ...]
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -53,9 +53,18 @@ def fail(message: str) -> None:
     sys.exit(f"{PROG}: error: {message}")
 
 
-def sh(args: list[str], *, what: str, root: Path, cwd: Path, ok: tuple[int, ...] = (0,)) -> str:
+def sh(
+    args: list[str],
+    *,
+    what: str,
+    root: Path,
+    cwd: Path,
+    ok: tuple[int, ...] = (0,),
+    src: Path = ROOT / "src",
+) -> str:
+    """Run an ootest command line (the ootest of ``src``) with TORCH_ROOT=``root``."""
     env = {**os.environ, "TORCH_ROOT": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src), env.get("PYTHONPATH")) if p)
     env.pop("PYTEST_ADDOPTS", None)
     t = time.perf_counter()
     r = subprocess.run(args, capture_output=True, text=True, env=env, cwd=cwd)
@@ -135,7 +144,7 @@ def resolve(config: Path, root: Path, vids: list[str]) -> dict[str, str]:
     from ootest.opmap.enable import variant_from_id
 
     cfg = load_config(config, env={"TORCH_ROOT": str(root)}, check_paths=False)
-    out = {}
+    out: dict[str, str] = {}
     for vid in vids:
         file = vid.partition("::")[0]
         rf = next((f for f in cfg.files if f.path.as_posix().endswith("/" + file)), None)
@@ -172,10 +181,13 @@ def evaluate(
     diff: dict[str, Any],
     timeout: int,
     refine: bool = False,
+    baseline: Path | None = None,
 ) -> None:
     """Run both versions on ``device``; select for it (old, upgraded, fresh); score.
     ``refine``: the old config is refined from the old version's run first (its
-    observed results are the history an upgrade carries, or drops)."""
+    observed results are the history an upgrade carries, or drops); ``baseline``:
+    another ootest's ``src`` folder, whose upgrade is scored beside (the same
+    memories, op maps and truth)."""
     old, new = roots["old"], roots["new"]
     tag = device.replace(":", "-")
     print(f"truth (every variant on {device}):", flush=True)
@@ -194,9 +206,61 @@ def evaluate(
         else:
             truth[side] = run_all(cfg, root, device, timeout, work)
         print(f"    {side}: {dict(sorted(Counter(truth[side].values()).items()))}", flush=True)
-    print(f"select for {device}:", flush=True)
+    rows = []
+    for label, src in (("", ROOT / "src"), *((("baseline ", baseline),) if baseline else ())):
+        pre = tag + ("-base" if label else "")
+        print(f"select for {device}{' with ' + str(src) if label else ''}:", flush=True)
+        summary = select_all(pre, device, work, roots, src, refine)
+        print(f"  {summary.removeprefix('ootest: ')}", flush=True)
+        if not label:
+            rows.append(("old config, old version", work / f"{pre}-old.yaml", old, "old"))
+        rows.append((f"{label}upgraded, new", work / f"{pre}-up.yaml", new, "new"))
+        if not label:
+            rows.append(("fresh select run, new", work / f"{pre}-fresh.yaml", new, "new"))
+    counts = diff["counts"]
+    moved_again = sum(1 for x in diff.get("moved", []) if x["reasons"])
+    print(f"result ({device}):")
+    print(
+        f"  diff: {counts.get('moved', 0)} moved ({moved_again} with another change), "
+        f"{counts.get('added', 0)} added, {len(diff['modified'])} modified, "
+        f"{counts.get('removed', 0)} removed"
+    )
+    print(f"  {'config':<26} {'mandatory&ran':>13} {'passed':>7} {'precision':>10} {'recall':>7}")
+    for name, cfg, root, side in rows:
+        vids = sorted(truth[side])
+        tp, pred, passed, prec, rec = score(resolve(cfg, root, vids), truth[side])
+        print(f"  {name:<26} {pred:>13} {passed:>7} {prec:>10.1%} {rec:>7.1%}  (tp {tp})")
+    ids = variants(work / "new.db")
+    fresh = resolve(work / f"{tag}-fresh.yaml", new, ids)
+    for label, pre in (
+        ("upgraded", tag),
+        *((("baseline upgraded", f"{tag}-base"),) if baseline else ()),
+    ):
+        up = resolve(work / f"{pre}-up.yaml", new, ids)
+        differ = sorted(v for v in up if up[v] != fresh[v])
+        print(f"  {label} vs fresh: {len(differ)} of {len(up)} variants resolve otherwise")
+        path = work / f"{pre}-up.evidence.jsonl"
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        seen = [r for r in lines if r.get("evidence", {}).get("observed")]
+        moved = [r for r in seen if r.get("moved_from")]
+        print(
+            f"  {label}: {len(lines)} evidence lines, {len(seen)} carry observed results "
+            f"({len(moved)} of them moved)"
+        )
+        for v in differ[:8]:
+            print(f"    {v}: {label} {up[v]}, fresh {fresh[v]}, truth {truth['new'].get(v, '-')}")
+
+
+def select_all(
+    pre: str, device: str, work: Path, roots: dict[str, Path], src: Path, refine: bool
+) -> str:
+    """``{pre}-old.yaml`` (refined from the old run with ``refine``), ``{pre}-up.yaml``
+    (``--since``) and ``{pre}-fresh.yaml``, selected by the ootest in ``src``; the
+    upgrade's summary line."""
+    old, new = roots["old"], roots["new"]
     dev = ["--device", device]
-    sh(
+    run = functools.partial(sh, cwd=work, src=src)
+    run(
         ootest(
             "select",
             "run",
@@ -206,22 +270,21 @@ def evaluate(
             "ops-old.db",
             *dev,
             "--out",
-            f"{tag}-old.yaml",
+            f"{pre}-old.yaml",
         ),
         what="select run (old)",
         root=old,
-        cwd=work,
     )
+    tag = device.replace(":", "-")
     if refine:  # the old version's run on the device becomes the config's history
-        sh(
-            ootest("select", "refine", f"{tag}-old.yaml", "--results", f"{tag}-truth-old.jsonl"),
+        run(
+            ootest("select", "refine", f"{pre}-old.yaml", "--results", f"{tag}-truth-old.jsonl"),
             what="select refine (old, from its run)",
             root=old,
-            cwd=work,
         )
-    shutil.copy(work / f"{tag}-old.yaml", work / f"{tag}-up-in.yaml")
-    shutil.copy(work / f"{tag}-old.evidence.jsonl", work / f"{tag}-up-in.evidence.jsonl")
-    out = sh(
+    shutil.copy(work / f"{pre}-old.yaml", work / f"{pre}-up-in.yaml")
+    shutil.copy(work / f"{pre}-old.evidence.jsonl", work / f"{pre}-up-in.evidence.jsonl")
+    out = run(
         ootest(
             "select",
             "run",
@@ -230,20 +293,17 @@ def evaluate(
             "--memory",
             "new.db",
             "--config",
-            f"{tag}-up-in.yaml",
+            f"{pre}-up-in.yaml",
             "--ops",
             "ops-new.db",
             *dev,
             "--out",
-            f"{tag}-up.yaml",
+            f"{pre}-up.yaml",
         ),
         what="select run --since (the upgrade)",
         root=new,
-        cwd=work,
     )
-    summary = next((ln for ln in out.splitlines() if "evaluated" in ln), "")
-    print(f"  {summary.removeprefix('ootest: ')}", flush=True)
-    sh(
+    run(
         ootest(
             "select",
             "run",
@@ -253,49 +313,12 @@ def evaluate(
             "ops-new.db",
             *dev,
             "--out",
-            f"{tag}-fresh.yaml",
+            f"{pre}-fresh.yaml",
         ),
         what="select run (fresh, new)",
         root=new,
-        cwd=work,
     )
-    m = re.search(r"evaluated ([\d,]+) of ([\d,]+)", summary)
-    evaluated, total = (m[1], m[2]) if m else ("?", "?")
-    counts = diff["counts"]
-    moved_again = sum(1 for x in diff.get("moved", []) if x["reasons"])
-    print(f"result ({device}):")
-    print(
-        f"  upgrade: evaluated {evaluated} of {total} variants; diff: "
-        f"{counts.get('moved', 0)} moved ({moved_again} with another change), "
-        f"{counts.get('added', 0)} added, {len(diff['modified'])} modified, "
-        f"{counts.get('removed', 0)} removed"
-    )
-    rows = [
-        ("old config, old version", work / f"{tag}-old.yaml", old, "old"),
-        ("upgraded (--since), new", work / f"{tag}-up.yaml", new, "new"),
-        ("fresh select run, new", work / f"{tag}-fresh.yaml", new, "new"),
-    ]
-    print(f"  {'config':<26} {'mandatory&ran':>13} {'passed':>7} {'precision':>10} {'recall':>7}")
-    for name, cfg, root, side in rows:
-        vids = sorted(truth[side])
-        tp, pred, passed, prec, rec = score(resolve(cfg, root, vids), truth[side])
-        print(f"  {name:<26} {pred:>13} {passed:>7} {prec:>10.1%} {rec:>7.1%}  (tp {tp})")
-    ids = variants(work / "new.db")
-    up, fresh = (
-        resolve(work / f"{tag}-up.yaml", new, ids),
-        resolve(work / f"{tag}-fresh.yaml", new, ids),
-    )
-    differ = sorted(v for v in up if up[v] != fresh[v])
-    print(f"  upgraded vs fresh: {len(differ)} of {len(up)} variants resolve otherwise")
-    lines = [json.loads(x) for x in (work / f"{tag}-up.evidence.jsonl").read_text().splitlines()]
-    seen = [r for r in lines if r.get("evidence", {}).get("observed")]
-    moved = [r for r in seen if r.get("moved_from")]
-    print(
-        f"  history: {len(seen)} of {len(lines)} upgraded evidence lines carry observed "
-        f"results ({len(moved)} of them moved)"
-    )
-    for v in differ[:15]:
-        print(f"    {v}: upgraded {up[v]}, fresh {fresh[v]}, truth {truth['new'].get(v, '-')}")
+    return next((ln for ln in out.splitlines() if "evaluated" in ln), "")
 
 
 def main() -> int:
@@ -311,6 +334,13 @@ def main() -> int:
     )
     p.add_argument("--capture", default="emu:full", help="the device of the op captures")
     p.add_argument("--timeout", type=int, default=120)
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="SRC",
+        help="another ootest's src folder (git archive REV src | tar -x -C DIR): its upgrade "
+        "is scored beside this checkout's",
+    )
     p.add_argument(
         "--refine", action="store_true", help="refine the old config from the old version's run"
     )
@@ -382,7 +412,7 @@ def main() -> int:
     print(f"  diff: {diff['summary']}", flush=True)
 
     for device in args.device or ["emu:young"]:
-        evaluate(device, work, roots, diff, args.timeout, args.refine)
+        evaluate(device, work, roots, diff, args.timeout, args.refine, args.baseline)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0
