@@ -380,6 +380,7 @@ def moved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     text = (base / "suite.yaml").read_text()
     # a person's entries, last in their blocks (later entries win ties)
     for file, name in ((SORT, "TestSort::test_sort_stable_none"),
+                       (SORT, '"TestSort::test_sort[dtype=float64]"'),
                        ("test/test_misc.py", "TestMisc::test_moved")):  # fmt: skip
         start = text.index(f"    - path: ${{TORCH_ROOT}}/{file}\n")
         end = text.find("    - path: ", start + 1)
@@ -440,6 +441,16 @@ def test_a_move_with_another_change_is_decided_again_with_its_history(
     ), err
 
 
+def test_a_persons_entry_naming_a_variant_exactly_follows_it(moved: dict[str, object]) -> None:
+    base = moved["base"]
+    assert isinstance(base, Path)
+    text = (base / "up.yaml").read_text()
+    mine = PINNED.replace("TestSort::test_sort_stable_none", '"TestSort::test_sort[dtype=float64]"')
+    assert mine.replace("TestSort::", "TestSortDevice::") in text
+    vid = f"{SORT}::TestSortDevice::test_sort[dtype=float64]"
+    assert modes(base / "up.yaml", base, [vid]) == {vid: "xfail"}
+
+
 def test_a_persons_entry_follows_its_variant_across_a_move(moved: dict[str, object]) -> None:
     base, err = moved["base"], moved["err"]
     assert isinstance(base, Path) and isinstance(err, str)
@@ -457,8 +468,8 @@ def test_a_persons_entry_follows_its_variant_across_a_move(moved: dict[str, obje
     got = modes(base / "up.yaml", base, ids)
     side = sidecar(base / "up.evidence.jsonl")
     assert set(side) == set(ids)
-    for vid in ids:  # every variant resolves to its line's decision, but the pinned one
-        if not vid.endswith("test_sort_stable_none"):
+    for vid in ids:  # every variant resolves to its line's decision, but the pinned ones
+        if not vid.endswith(("test_sort_stable_none", "test_sort[dtype=float64]")):
             assert got[vid] == json.loads(side[vid])["decision"]["mode"], vid
     check_comments(base / "up.yaml", side)
 
@@ -511,3 +522,26 @@ def test_a_helper_change_drops_the_failures_seen_before_and_keeps_crashes(
     assert "dropped" not in c
     # a decorator change leaves the code it ran: the failure is kept
     assert d["decision"]["mode"] == "xfail_strict"
+
+
+def test_a_move_whose_old_variant_had_no_decision_is_decided(
+    moved: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    base = moved["base"]
+    assert isinstance(base, Path)
+    for name in ("old.db", "new.db", "ops.db", "sup.txt", "suite.yaml"):
+        shutil.copy(base / name, tmp_path / name)
+    old = "test/test_param.py::TestParam::test_single[n=n3]"
+    rows = (base / "suite.evidence.jsonl").read_text().splitlines()
+    kept = [x for x in rows if json.loads(x)["decision"]["variant_id"] != old]
+    assert len(kept) == len(rows) - 1
+    (tmp_path / "suite.evidence.jsonl").write_text("\n".join(kept) + "\n")
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    since = ["select", "run", "--since", "old.db", "--memory", "new.db", "--config", "suite.yaml"]
+    assert main([*since, *SELECT]) == 0
+    assert "9 moved (2 decided again)" in capsys.readouterr().err
+    row = json.loads(sidecar(Path("suite.evidence.jsonl"))[old.replace("n=n3", "n=three")])
+    assert row["changed"] == ["moved"] and row["moved_from"] == old
+    assert row["decision"]["reason"] == "ops_supported"
