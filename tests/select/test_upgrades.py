@@ -460,8 +460,22 @@ def test_a_persons_entry_follows_its_variant_across_a_move(moved: dict[str, obje
     vid = f"{SORT}::TestSortDevice::test_sort_stable_none"
     assert modes(base / "up.yaml", base, [vid]) == {vid: "xfail"}
     assert f"{vid} (moved)" in err  # held: listed for review
-    # to another file: said, for a person to decide
-    assert "test/test_misc.py::TestMisc::test_moved -> test/test_other.py::TestOther::" in err
+    # to another file (a new one here): the entry goes with it, the old one leaves
+    other = "test/test_other.py::TestOther::test_moved"
+    assert (
+        "      tests:\n"  # after the generated entries of the new block
+        "        # ootest select: no_device_ops (1 names)\n"
+    ) in text
+    assert (
+        "        # moved here from test/test_misc.py with a person's entry there\n"
+        "        # flaky here: keep it xfail (Jane)\n"
+        "        - names:\n"
+        "            - TestOther::test_moved\n"
+        "          mode: xfail\n"
+    ) in text
+    assert "TestMisc::test_moved" not in text
+    assert modes(base / "up.yaml", base, [other]) == {other: "xfail"}
+    assert f"{other} (moved)" in err
     spec = moved["spec_new"]
     assert isinstance(spec, list)
     ids = [v.id for v in spec]
@@ -469,7 +483,7 @@ def test_a_persons_entry_follows_its_variant_across_a_move(moved: dict[str, obje
     side = sidecar(base / "up.evidence.jsonl")
     assert set(side) == set(ids)
     for vid in ids:  # every variant resolves to its line's decision, but the pinned ones
-        if not vid.endswith(("test_sort_stable_none", "test_sort[dtype=float64]")):
+        if not vid.endswith(("test_sort_stable_none", "test_sort[dtype=float64]", "test_moved")):
             assert got[vid] == json.loads(side[vid])["decision"]["mode"], vid
     check_comments(base / "up.yaml", side)
 
@@ -545,3 +559,58 @@ def test_a_move_whose_old_variant_had_no_decision_is_decided(
     row = json.loads(sidecar(Path("suite.evidence.jsonl"))[old.replace("n=n3", "n=three")])
     assert row["changed"] == ["moved"] and row["moved_from"] == old
     assert row["decision"]["reason"] == "ops_supported"
+
+
+MOVES_CONFIG = """\
+# header
+test_suite_config:
+  files:
+    - path: ${TORCH_ROOT}/test/t.py
+      unlisted_test_mode: xfail
+      tests:
+        # ootest select: ops_supported (1 names)
+        #   why
+        - names:
+            - T::test_stays
+          mode: mandatory_success
+          tags: [ootest-select]
+        # slow here, keep it running but not required (Jane)
+        - names:
+            - T::test_moves
+            - T::test_stays_pinned
+          mode: xfail
+    - path: ${TORCH_ROOT}/test/u.py
+      unlisted_test_mode: xfail
+      tests:
+        # ootest select: ops_supported (1 names)
+        #   why
+        - names:
+            - U::test_here
+          mode: mandatory_success
+          tags: [ootest-select]
+"""
+
+
+def test_a_persons_entry_goes_with_its_variant_into_another_files_block() -> None:
+    from ootest.select.patch import patch
+    from ootest.select.rules import Decision
+
+    old, new = "test/t.py::T::test_moves", "test/u.py::U::test_moves"
+    left = {
+        "test/t.py": ["test/t.py::T::test_stays", "test/t.py::T::test_stays_pinned"],
+        "test/u.py": ["test/u.py::U::test_here", new],
+    }
+    carried = Decision(new, "mandatory_success", "ops_supported", ("why",))
+    r = patch(MOVES_CONFIG, {new: carried}, {old}, left, None, "TORCH_ROOT", renames={old: new})
+    assert r.held == [new] and r.notes == []
+    # the old entry keeps the name still answering; the copy comes last in u.py's block
+    assert "            - T::test_moves\n" not in r.text
+    assert "            - T::test_stays_pinned\n          mode: xfail\n" in r.text
+    assert r.text.endswith(
+        "          tags: [ootest-select]\n"
+        "        # moved here from test/t.py with a person's entry there\n"
+        "        # slow here, keep it running but not required (Jane)\n"
+        "        - names:\n"
+        "            - U::test_moves\n"
+        "          mode: xfail\n"
+    )

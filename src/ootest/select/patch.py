@@ -23,7 +23,11 @@ lines in about a second); nothing is re-serialised. Per file of the config:
   template is re-decided alike and nothing names them more precisely, the
   template is named once instead;
 - a file the config does not list gets a block as ``select run`` writes it;
-  a generated block whose file has no variant left goes.
+  a generated block whose file has no variant left goes;
+- a moved variant (Note [Moves]) that a person's entry decided by its exact or
+  template name is named by its new name in that entry, or, moved to another
+  file, by a copy of the entry (comment and mode) after that file's entries;
+  the old name goes when nothing answers to it any more.
 
 The result is checked before it is returned: every variant of a touched file
 must resolve to its new mode (re-decided) or to the mode it had (the rest).
@@ -615,6 +619,24 @@ def patch(
     new_blocks: dict[str, list[Placed]] = {}
     variants: dict[str, Any] = {}
     resolved: dict[str, tuple[_Block, dict[str, str]]] = {}  # file -> its modes before
+    # a person's entry follows its moved variants first (Note [Moves]): in place, or
+    # copied into the block of the file they moved to, before any block is matched
+    copies: dict[str, list[_Copy]] = defaultdict(list)
+
+    def placeable(target: str) -> bool:
+        """A copy can go to ``target``'s block: after its entries, or in a new block."""
+        there, globbed = cfg.block_for(target, root_var)
+        return bool(there.entries) if there is not None else not globbed
+
+    for file in sorted(by_file):
+        block, _ = cfg.block_for(file, root_var)
+        if block is not None and renames:
+            more, out = _follow_moves(ed, block, file, renames, universe, variants, placeable)
+            notes += more
+            for cp in out:
+                copies[cp.file].append(cp)
+    new_copies: dict[str, list[_Copy]] = {}
+    counted: dict[str, Counter[str]] = {}  # a new block's held variants, by mode
     for file in sorted(by_file):
         block, globbed = cfg.block_for(file, root_var)
         if block is None:
@@ -622,14 +644,21 @@ def patch(
                 unplaceable.append(file)
                 continue
             placed = []
+            moved_in = {cp.new: cp for cp in copies.pop(file, [])}
             for vid in sorted(v for v in by_file[file] if v in changes):
                 f, template, axes = split_id(vid)
+                if vid in moved_in:  # a person's entry came with it
+                    held.append(vid)
+                    checks.append((file, vid, moved_in[vid].mode))
+                    continue
                 placed.append(Placed(changes[vid], f, template, axes))
                 checks.append((file, vid, changes[vid].mode))
-            if placed:
+            if placed or moved_in:
                 new_blocks[file] = placed
+                new_copies[file] = list(moved_in.values())
+                counted[file] = Counter(changes[v].mode for v in moved_in if v in changes)
             continue
-        notes += _follow_moves(ed, block, file, renames or {}, universe, variants)
+        _place_copies(ed, block, copies.pop(file, []))
         h, c, modes_before = _patch_block(
             ed, block, file, by_file[file], changes, removed, universe, variants, evidence
         )
@@ -643,7 +672,7 @@ def patch(
             summary = ", ".join(f"{count[x]} {x}" for x in MODES if count[x])
             ed.repl[block.summary_line] = f"{m[1]}# {sum(count.values())} variants: {summary}"
     if new_blocks:
-        _add_blocks(ed, cfg, new_blocks, root_var)
+        _add_blocks(ed, cfg, new_blocks, root_var, new_copies, counted)
     settled: dict[str, dict[str, str]] = {}
     if not new_blocks:
         # Note: a block whose lines no edit touches resolves every variant as it did
@@ -659,6 +688,19 @@ def patch(
     return Patched(ed, sorted(held), sorted(unplaceable), notes)
 
 
+@dataclass(frozen=True)
+class _Copy:
+    """A person's entry, for a variant that moved to another file (Note [Moves])."""
+
+    old: str
+    new: str
+    file: str  # where it moved
+    name: str  # its name there
+    mode: str
+    comments: tuple[str, ...]  # the comment lines above the person's entry
+    source: str  # the file key it moved from
+
+
 def _follow_moves(
     ed: _Lines,
     block: _Block,
@@ -666,18 +708,24 @@ def _follow_moves(
     renames: Mapping[str, str],
     universe: Mapping[str, Collection[str]],
     variants: dict[str, Any],
-) -> list[str]:
+    placeable: Callable[[str], bool],
+) -> tuple[list[str], list[_Copy]]:
     """A person's entry that decided a moved variant by its exact or template name
-    names it by its new name too (Note [Moves]), in place, within one file; the old
-    name goes when nothing of this file answers to it any more. What a name cannot
-    follow (a pattern; a move to another file) is returned for review."""
+    names it by its new name (Note [Moves]): in place within one file; for a move
+    to another file, a copy of the entry (its comment, its mode) goes to that
+    file's block (returned, placed by :func:`_place_copies`). The old name goes
+    when nothing of this file answers to it any more, an entry left without names
+    with it. What a name cannot follow (a pattern, an entry with keys beyond
+    names, mode and tags) is returned for review."""
     from ootest.opmap.enable import variant_from_id
     from ootest.select.writer import _q
 
     moved = sorted(o for o in renames if o.partition("::")[0] == file)
     if not moved:
-        return []
+        return [], []
     notes: list[str] = []
+    copies: list[_Copy] = []
+    away: dict[int, set[str]] = defaultdict(set)  # entry -> names whose variants left
     left = set(universe.get(file, ()))
     of_template = {split_id(v)[1] for v in left}
     matcher = _Matcher(block)
@@ -693,16 +741,42 @@ def _follow_moves(
             continue
         exact, template = _name(old), split_id(old)[1]
         named = [n for n, _ in e.names if n in (exact, template)]
-        if not named or new.partition("::")[0] != file:
+        there = new.partition("::")[0]
+        if not named or (there != file and not (e.plain and placeable(there))):
+            why = (
+                "by a pattern"
+                if not named
+                else "with keys beyond names and mode"
+                if not e.plain
+                else f"and {there} is listed by a glob or has no entries"
+            )
             notes.append(
                 f"  {old} -> {new}: a person's entry (line {e.start + 1}) decides it "
-                + ("by a pattern" if not named else "and it moved to another file")
-                + "; its decision there is the generated one: review it"
+                f"{why}; its decision there is the generated one: review it"
             )
+            continue
+        if there != file:
+            head = tuple(ed.lines[i].strip() for i in range(e.head, e.start))
+            copies.append(_Copy(old, new, there, _name(new), e.mode, head, file))
+            away[e.index].update(named)
             continue
         for n in named:
             add[e.index][n] = _name(new) if n == exact else split_id(new)[1]
     for e in block.entries:
+        if away.get(e.index):
+            gone = [
+                (n, line)
+                for n, line in e.names
+                if n in away[e.index]
+                and not (n in of_template if "[" not in n else f"{file}::{n}" in left)
+            ]
+            if len(gone) == len(e.names):
+                ed.drop(e.head, e.end)  # every name it had moved away: it moved
+                e.names.clear()
+                continue
+            for n, line in gone:
+                ed.drop(line)
+                e.names.remove((n, line))
         renamed = add.get(e.index)
         if not renamed:
             continue
@@ -724,7 +798,55 @@ def _follow_moves(
             if not still:
                 ed.drop(line)
                 e.names.remove((n, line))
-    return notes
+    return notes, copies
+
+
+def _copy_entries(copies: list[_Copy], col: int) -> list[tuple[list[str], str, list[str]]]:
+    """(lines, mode, names) of the entries copying people's entries for variants that
+    moved here, one per source entry and mode, their dash in column ``col``."""
+    from ootest.select.writer import _q
+
+    pad = " " * col
+    groups: dict[tuple[str, str, tuple[str, ...]], set[str]] = defaultdict(set)
+    for c in copies:
+        groups[(c.source, c.mode, c.comments)].add(c.name)
+    out = []
+    for (source, mode, comments), names in sorted(groups.items()):
+        lines = [f"{pad}# moved here from {source} with a person's entry there"]
+        lines += [f"{pad}{x}" for x in comments]
+        lines.append(f"{pad}- names:")
+        lines += [f"{pad}    - {_q(n)}" for n in sorted(names)]
+        lines.append(f"{pad}  mode: {mode}")
+        out.append((lines, mode, sorted(names)))
+    return out
+
+
+def _place_copies(ed: _Lines, block: _Block, copies: list[_Copy]) -> None:
+    """The copies of people's entries whose variants moved to this block's file,
+    after its last entry (later entries win ties, Note [Moves]); the block's entries
+    learn them before it is matched. A block without entries gets no copy: its
+    variants keep the generated decision and the run lists them."""
+    if not copies or not block.entries:
+        return
+    last = block.entries[-1]
+    anchor = last.end - 1
+    for lines, mode, names in _copy_entries(copies, last.dash_col):
+        ed.after[anchor].extend(lines)
+        block.entries.append(
+            _Entry(
+                len(block.entries),
+                anchor,
+                anchor,
+                anchor + 1,
+                last.dash_col,
+                False,
+                mode,
+                True,
+                [(n, anchor) for n in names],
+                None,
+                None,
+            )
+        )
 
 
 def _patch_block(
@@ -973,13 +1095,21 @@ def _add_entries(
 
 
 def _add_blocks(
-    ed: _Lines, cfg: _Config, new_blocks: Mapping[str, list[Placed]], root_var: str
+    ed: _Lines,
+    cfg: _Config,
+    new_blocks: Mapping[str, list[Placed]],
+    root_var: str,
+    copies: Mapping[str, list[_Copy]] | None = None,
+    held: Mapping[str, Counter[str]] | None = None,
 ) -> None:
-    """Blocks for files the config does not list, in path order among the rest."""
+    """Blocks for files the config does not list, in path order among the rest;
+    ``copies``: people's entries that came with variants moved there (Note
+    [Moves]), after the generated ones; ``held``: the modes of those variants in
+    the evidence, counted in the block's summary as a block's held variants are."""
     lines = cfg.lines
     for file, placed in sorted(new_blocks.items()):
         path = f"${{{root_var}}}/{file}"
-        body = render(placed, {file: path}, []).splitlines()[2:]  # without the two keys
+        body = _new_block(path, placed, (copies or {}).get(file, []), (held or {}).get(file))
         after = next((k for k, p in enumerate(cfg.paths) if p is not None and p > path), None)
         if after is not None:
             start = cfg.items[after][0]
@@ -994,6 +1124,33 @@ def _add_blocks(
             ed.after[cfg.files_line] += _indent(body, col + 2 - 4)
         else:
             ed.tail += ["test_suite_config:", "  files:", *body]
+
+
+def _new_block(
+    path: str, placed: list[Placed], copies: list[_Copy], held: Counter[str] | None
+) -> list[str]:
+    """A new file block as ``select run`` writes it, people's moved entries after."""
+    from ootest.select.writer import UNLISTED, _q
+
+    if placed:
+        body = render(placed, {placed[0].file: path}, []).splitlines()[2:]  # no two keys
+    else:
+        body = [
+            f"    - path: {path}",
+            "      # 0 variants",
+            f"      unlisted_test_mode: {UNLISTED}",
+        ]
+        body[0] = f"    - path: {_q(path)}"
+    if held:
+        count = Counter(p.decision.mode for p in placed) + held
+        summary = ", ".join(f"{count[m]} {m}" for m in MODES if count[m])
+        body[1] = f"      # {sum(count.values())} variants: {summary}"
+    if copies:
+        if "      tests:" not in body:
+            body.append("      tests:")
+        for lines, _, _ in _copy_entries(copies, 8):
+            body += lines
+    return body
 
 
 def _check(

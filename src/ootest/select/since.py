@@ -21,7 +21,8 @@ the config (Note [Config patches] says how it is edited):
   where its mode needs a name; it is decided again, with its history, only
   when something else changed (``["moved", "decorator"]``). A person's entry
   that named it by its exact or template name names it by its new name (within
-  its file; otherwise the run says so, for review). A variant a person's
+  its file) or is copied into the block of the file it moved to; a pattern is
+  left as it is, and the run says so, for review. A variant a person's
   entry decides keeps its decision, but its line takes the new fingerprint and
   ``changed`` (``held``), and the run lists it. Everything else is
   kept as it was, byte for byte, sidecar lines included. With ``--replay`` (a
