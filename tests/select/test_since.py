@@ -112,7 +112,10 @@ EXPECTED_DIFF = """\
 -          mode: mandatory_success
 -          tags: [ootest-select]
 -        # ootest select: ops_supported (4 names)
+-        #   all 2 ops it calls are declared (x4)
 +        # ootest select: ops_supported (3 names)
++        #   all 2 ops it calls are declared (x2)
++        #   all 1 ops it calls are declared
 -            - TestAlpha::test_gate
 +            - "TestAlpha::test_new[dtype=float32]"
 +        # ootest select: dtype_unsupported:int64 (1 names)
@@ -266,7 +269,11 @@ def test_enabling_an_op_re_decides_exactly_the_variants_waiting_on_it(
         "-      # 3 variants: 1 mandatory_success, 2 skip\n"
         "+      # 3 variants: 2 mandatory_success, 1 skip\n"
         "-        # ootest select: ops_supported (1 names)\n"
+        "-        #   all 1 ops it calls are declared\n"
         "+        # ootest select: ops_supported (2 names)\n"
+        # the comment counts the names the entry lists now
+        "+        #   all 1 ops it calls are declared\n"
+        "+        #   all 2 ops it calls are declared\n"
         "+            - TestBeta::test_mm\n"
         # the skip was listed (unlisted is xfail): its entry leaves with its comment
         "-        # ootest select: op_unsupported:aten::mm (1 names)\n"
@@ -656,23 +663,30 @@ def test_the_sidecar_written_to_a_file_is_its_edited_text(tmp_path: Path) -> Non
 
 
 def test_the_device_delta_comes_from_the_diff_pass(built: Path, tmp_path: Path) -> None:
-    # device flags flipped both ways (one with its fingerprint changed too), device
-    # and host variants added and removed: what entered and left is what comparing
-    # the two tables row by row finds
+    # device flags flipped both ways (one with its fingerprint changed too), device,
+    # plain and other-device variants added and removed: what entered and left is
+    # what comparing the two tables row by row finds (Note [Selectable variants]: a
+    # flag flip of a plain ID is a modification, never a removal)
     import sqlite3
 
     from ootest.memory import diff_indexes
-    from ootest.select.gather import device_delta
+    from ootest.select.gather import device_delta, selectable
 
     old, new = tmp_path / "old.db", tmp_path / "new.db"
     shutil.copy(built / "new.db", old)
     shutil.copy(built / "new.db", new)
+    cpu = "test/x.py::X::test_cpu[device=cpu]"  # another device's instantiation
     with sqlite3.connect(old) as con:
         ids = [r[0] for r in con.execute("SELECT id FROM variants ORDER BY id")]
         assert len(ids) >= 6
         con.execute("UPDATE variants SET device_variant = 0 WHERE id IN (?, ?)", ids[:2])
         con.execute("DELETE FROM variants WHERE id = ?", (ids[5],))
-        for vid, dv in (("test/x.py::X::test_gone", 1), ("test/x.py::X::test_host_gone", 0)):
+        for vid, dv in (
+            ("test/x.py::X::test_gone", 1),
+            ("test/x.py::X::test_plain_gone", 0),
+            ("test/x.py::X::test_host_gone[device=cpu]", 0),
+            (cpu, 0),
+        ):
             con.execute(
                 "INSERT INTO variants (id, cls, dtypes, device_variant, fingerprint) "
                 "VALUES (?, 'X', '', ?, 'f')",
@@ -682,6 +696,11 @@ def test_the_device_delta_comes_from_the_diff_pass(built: Path, tmp_path: Path) 
         con.execute("UPDATE variants SET device_variant = 0 WHERE id = ?", (ids[2],))
         con.execute("UPDATE variants SET fingerprint = 'other' WHERE id IN (?, ?)", ids[1:3:1])
         con.execute("UPDATE variants SET device_variant = 0 WHERE id = ?", (ids[4],))
+        con.execute(
+            "INSERT INTO variants (id, cls, dtypes, device_variant, fingerprint) "
+            "VALUES (?, 'X', '', 1, 'f')",
+            (cpu,),
+        )
 
     def table(db: Path) -> dict[str, tuple[int, str]]:
         with sqlite3.connect(db) as con:
@@ -691,16 +710,21 @@ def test_the_device_delta_comes_from_the_diff_pass(built: Path, tmp_path: Path) 
     a, b = table(old), table(new)
     diff = diff_indexes(old, new)
     assert diff.added == sorted(set(b) - set(a)) and diff.removed == sorted(set(a) - set(b))
-    assert [m.id for m in diff.modified] == sorted(
-        v for v in a.keys() & b.keys() if a[v][1] != b[v][1]
-    )
+    both = a.keys() & b.keys()
+    assert [m.id for m in diff.modified] == sorted(v for v in both if a[v] != b[v])
+    flipped = {m.id: m.reasons for m in diff.modified if "device" in m.reasons}
+    assert set(flipped) == {v for v in both if a[v][0] != b[v][0]} >= {*ids[:3], ids[4]}
+    assert flipped[ids[0]] == ("device",) and flipped[ids[2]] == ("fingerprint", "device")
     dev = device_delta(new, diff)
-    assert dev.entered == sorted(v for v in b if b[v][0] and not a.get(v, (0,))[0])
-    assert dev.left == sorted(v for v in a if a[v][0] and not b.get(v, (0,))[0])
-    assert dev.total == sum(1 for v in b if b[v][0])
-    assert set(dev.entered) >= set(ids[:2]) and {ids[2], ids[4], "test/x.py::X::test_gone"} <= set(
-        dev.left
-    )
+
+    def sel(db: dict[str, tuple[int, str]], v: str) -> bool:
+        return v in db and selectable(v, bool(db[v][0]))
+
+    assert dev.entered == sorted(v for v in b if sel(b, v) and not sel(a, v)) == [ids[5], cpu]
+    assert dev.left == sorted(v for v in a if sel(a, v) and not sel(b, v))
+    assert {"test/x.py::X::test_gone", "test/x.py::X::test_plain_gone"} <= set(dev.left)
+    assert "test/x.py::X::test_host_gone[device=cpu]" not in dev.left
+    assert dev.total == sum(1 for v in b if sel(b, v))
 
 
 def test_a_new_replay_re_decides_the_variants_whose_calls_it_judges_otherwise(

@@ -217,6 +217,10 @@ def diff(args: argparse.Namespace) -> int:
     lines += [f"+ {vid}" for vid in d.added]
     lines += [f"- {vid}" for vid in d.removed]
     lines += [f"~ {m.id}  ({', '.join(m.reasons)})" for m in d.modified]
+    lines += [
+        f"> {m.old} -> {m.new}" + (f"  ({', '.join(m.reasons)})" if m.reasons else "")
+        for m in d.moved
+    ]
     return _emit(lines)
 
 

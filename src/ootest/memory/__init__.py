@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ootest.memory._build import BuildOptions, BuildReport, Collector, Reporter
     from ootest.memory._diff import IndexDiff, Modified
     from ootest.memory._embed import Embedder, EmbedReport
+    from ootest.memory._moves import Moved
     from ootest.memory._query import Hit
     from ootest.memory._stats import IndexStats
     from ootest.memory._summarize import SummaryReport
@@ -42,6 +43,7 @@ __all__ = [
     "IndexStats",
     "LLMSettings",
     "Modified",
+    "Moved",
     "Reporter",
     "SummaryReport",
     "build_index",
@@ -59,6 +61,7 @@ _LAZY = {
     "Reporter": "_build",
     "IndexDiff": "_diff",
     "Modified": "_diff",
+    "Moved": "_moves",
     "EmbedReport": "_embed",
     "Embedder": "_embed",
     "Hit": "_query",

@@ -1,9 +1,14 @@
-"""``ootest index diff OLD NEW``: which variants were added, removed or modified, and why.
+"""``ootest index diff OLD NEW``: which variants were added, removed, moved or
+modified, and why.
 
 A variant is modified when its fingerprint differs; its reasons are the
 fingerprint components that differ (see Note [Variant fingerprints]):
 ``body``, ``decorator``, ``import``, ``helper:<symbol>``, ``opinfo:<name>``,
-``moduleinfo:<name>``. Both indexes are opened read-only.
+``moduleinfo:<name>``; and ``device`` when its device flag flipped (its class
+became, or stopped being, device-generic, or the collection's device flag
+changed): it still exists, under the same ID, and is modified, never removed.
+A removed variant that is an added one under another name is ``moved`` (Note
+[Moves]). Both indexes are opened read-only.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from ootest.memory._fingerprint import (
     variant_components,
 )
 from ootest.memory._ids import template_of
+from ootest.memory._moves import Moved, find_moves
 from ootest.memory._store import chunks, connect, read_meta
 
 
@@ -38,11 +44,15 @@ class IndexDiff:
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     modified: list[Modified] = field(default_factory=list)
+    #: removed variants that are added ones under another name (Note [Moves]); in
+    #: neither ``added`` nor ``removed``
+    moved: list[Moved] = field(default_factory=list)
     old_total: int = 0
     new_total: int = 0
-    #: The device flag (``device_variant``) of each variant added (in the new index)
-    #: and removed (in the old one), and (ID, flag now) of the variants in both whose
-    #: flag flipped: found in the same passes, for ``select run --since``.
+    #: The device flag (``device_variant``) of each variant added and moved (in the
+    #: new index) and removed and moved away (in the old one), and (ID, flag now) of
+    #: the variants in both whose flag flipped (each also modified, ``device``):
+    #: found in the same passes, for ``select run --since``.
     device: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
     flipped: list[tuple[str, bool]] = field(default_factory=list, repr=False, compare=False)
 
@@ -53,7 +63,7 @@ class IndexDiff:
 
     @property
     def changed(self) -> int:
-        return len(self.added) + len(self.removed) + len(self.modified)
+        return len(self.added) + len(self.removed) + len(self.modified) + len(self.moved)
 
     def counts(self) -> Counter[str]:
         """Modified variants per reason kind (a variant counts once per kind), plus
@@ -65,6 +75,8 @@ class IndexDiff:
             c["added"] = len(self.added)
         if self.removed:
             c["removed"] = len(self.removed)
+        if self.moved:
+            c["moved"] = len(self.moved)
         return c
 
     def summary(self) -> str:
@@ -74,7 +86,7 @@ class IndexDiff:
         if not counts:
             return head
         # "fingerprint": the digest changed and no component says why (another scheme)
-        order = [*REASON_KINDS, "fingerprint", "added", "removed"]
+        order = [*REASON_KINDS, "fingerprint", "added", "moved", "removed"]
         rank = {kind: i for i, kind in enumerate(order)}
         parts = sorted(counts.items(), key=lambda kv: (-kv[1], rank.get(kv[0], len(order)), kv[0]))
         return head + ": " + ", ".join(f"{n:,} {kind}" for kind, n in parts)
@@ -88,6 +100,7 @@ class IndexDiff:
             "added": self.added,
             "removed": self.removed,
             "modified": [{"id": m.id, "reasons": list(m.reasons)} for m in self.modified],
+            "moved": [{"old": m.old, "new": m.new, "reasons": list(m.reasons)} for m in self.moved],
         }
 
 
@@ -143,8 +156,7 @@ def _diff(o: sqlite3.Connection, n: sqlite3.Connection) -> IndexDiff:
             continue
         if r[3] != r[4]:
             d.flipped.append((vid, bool(r[3])))
-        if r[2]:
-            rows.append((vid, *r[5:]))
+        rows.append((vid, bool(r[2]), r[3] != r[4], *r[5:]))
     # each ID is a key: the old variants matched are the new ones not added, so the
     # old table is scanned for removed ones only when some are
     if d.old_total != d.new_total - len(d.added):
@@ -154,17 +166,26 @@ def _diff(o: sqlite3.Connection, n: sqlite3.Connection) -> IndexDiff:
         ):
             d.removed.append(str(vid))
             d.device[str(vid)] = bool(device)
-    keys = {template_of(r[0]) for r in rows}
+    keys = {template_of(r[0]) for r in rows if r[1]}
     t_old, t_new = _templates(o, keys), _templates(n, keys)
     seen: dict[tuple[Any, ...], tuple[str, ...]] = {}  # variants of one template and entry
-    for k, oop, omod, ofp, nop, nmod, nfp in rows:
-        key = (template_of(k), oop, omod, ofp, nop, nmod, nfp)
-        why = seen.get(key)
-        if why is None:
-            before = variant_components(t_old.get(key[0], {}), oop, omod, ofp)
-            after = variant_components(t_new.get(key[0], {}), nop, nmod, nfp)
-            why = seen[key] = tuple(reasons(before, after)) or ("fingerprint",)
-        d.modified.append(Modified(k, why))
+    for k, changed, flipped, oop, omod, ofp, nop, nmod, nfp in rows:
+        why: tuple[str, ...] = ()
+        if changed:
+            key = (template_of(k), oop, omod, ofp, nop, nmod, nfp)
+            hit = seen.get(key)
+            if hit is None:
+                before = variant_components(t_old.get(key[0], {}), oop, omod, ofp)
+                after = variant_components(t_new.get(key[0], {}), nop, nmod, nfp)
+                hit = seen[key] = tuple(reasons(before, after)) or ("fingerprint",)
+            why = hit
+        d.modified.append(Modified(k, (*why, "device") if flipped else why))
+    d.moved = find_moves(o, n, d.removed, d.added)
+    if d.moved:
+        gone = {m.old for m in d.moved}
+        came = {m.new for m in d.moved}
+        d.removed = [v for v in d.removed if v not in gone]
+        d.added = [v for v in d.added if v not in came]
     return d
 
 

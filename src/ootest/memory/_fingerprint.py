@@ -212,7 +212,9 @@ def reasons(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
     return sorted(changed, key=reason_order)
 
 
-REASON_KINDS = ("opinfo", "moduleinfo", "body", "decorator", "helper", "import")
+#: what a diff says changed: the fingerprint's components, and the device flag
+#: (``device``: the class became, or stopped being, device-generic)
+REASON_KINDS = ("opinfo", "moduleinfo", "body", "decorator", "helper", "import", "device")
 
 
 def reason_kind(reason: str) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ootest.errors import UserError
+from ootest.memory._ids import has_device_axis
 from ootest.record.identity import reference_id
 from ootest.record.messages import MESSAGE_CHECKS
 from ootest.record.results import RunData
@@ -79,32 +80,62 @@ def _reading(path: Path) -> Iterator[sqlite3.Connection]:
         con.close()
 
 
+# Note [Selectable variants]
+# A config decides every variant a run on the device collects that ootest can
+# name: the device's own (``device_variant``: a device-generic class instantiated
+# for privateuse1) and the plain tests (a ``TestCase`` class no device generates,
+# a pytest function) that run beside them, on the host, in every run of the
+# suite. Only instantiations for other devices (``TestFoo::test_x[device=cpu]``,
+# in a memory built without --device) are not the backend's to decide. A test
+# whose class stops, or starts, being device-generic keeps its ID: it is
+# modified (``device``), never removed and added, so its decision follows it.
+#: SQL: the variant is selectable (the ``[device=`` test of ``has_device_axis``)
+SELECTABLE = "(device_variant OR (instr(id, '[device=') = 0 AND instr(id, ',device=') = 0))"
+
+
+def selectable(vid: str, device_variant: bool) -> bool:
+    """Whether a config decides this variant (Note [Selectable variants])."""
+    return device_variant or not has_device_axis(vid)
+
+
 @dataclass(frozen=True)
 class DeviceDelta:
-    """How the device variants of two memories differ (by ID, not by content)."""
+    """How the selectable variants of two memories differ (Note [Selectable
+    variants]; by ID and, for moves, by content)."""
 
-    total: int  # device variants in the new memory
-    entered: list[str]  # device variants now that were not before (added, or newly for it)
-    left: list[str]  # device variants before that are not now (removed, or no longer for it)
+    total: int  # selectable variants in the new memory
+    entered: list[str]  # selectable now, not before (added, or an instantiation for it now)
+    left: list[str]  # selectable before, not now (removed, or no longer for it)
+    #: (old ID, new ID, reasons) of the moves both of whose ends are selectable
+    moved: list[tuple[str, str, tuple[str, ...]]] = field(default_factory=list)
 
 
 def device_delta(new: Path, diff: IndexDiff) -> DeviceDelta:
-    """Which device variants entered and left between two memories, from their diff
-    (the device flags of the variants it found added, removed and flipped, read in
-    its passes over the tables); the new memory counts its device variants."""
+    """Which selectable variants entered, left and moved between two memories, from
+    their diff (the device flags of the variants it found added, removed, moved and
+    flipped, read in its passes over the tables); the new memory counts its
+    selectable variants."""
     with _reading(new) as con:
-        total = int(con.execute("SELECT count(*) FROM variants WHERE device_variant").fetchone()[0])
-    return DeviceDelta(
-        total,
-        sorted([*(v for v in diff.added if diff.device[v]), *(i for i, d in diff.flipped if d)]),
-        sorted(
-            [*(v for v in diff.removed if diff.device[v]), *(i for i, d in diff.flipped if not d)]
-        ),
-    )
+        total = int(con.execute(f"SELECT count(*) FROM variants WHERE {SELECTABLE}").fetchone()[0])
+    entered = [v for v in diff.added if selectable(v, diff.device[v])]
+    left = [v for v in diff.removed if selectable(v, diff.device[v])]
+    for vid, now in diff.flipped:  # an ID with a device axis: selectable only as the device's
+        if selectable(vid, now) != selectable(vid, not now):
+            (entered if now else left).append(vid)
+    moved = []
+    for m in diff.moved:
+        was, now = selectable(m.old, diff.device[m.old]), selectable(m.new, diff.device[m.new])
+        if was and now:
+            moved.append((m.old, m.new, m.reasons))
+        elif now:
+            entered.append(m.new)
+        elif was:
+            left.append(m.old)
+    return DeviceDelta(total, sorted(entered), sorted(left), moved)
 
 
 def device_ids(path: Path, files: Collection[str]) -> dict[str, list[str]]:
-    """The IDs of the device variants of each file key in ``files``."""
+    """The IDs of the selectable variants of each file key in ``files``."""
     out: dict[str, list[str]] = {}
     with _reading(path) as con:
         for f in sorted(files):
@@ -112,7 +143,7 @@ def device_ids(path: Path, files: Collection[str]) -> dict[str, list[str]]:
             out[f] = [
                 r[0]
                 for r in con.execute(
-                    "SELECT id FROM variants WHERE device_variant AND id >= ? AND id < ? "
+                    f"SELECT id FROM variants WHERE {SELECTABLE} AND id >= ? AND id < ? "
                     "ORDER BY id",
                     (f + "::", f + ":;"),
                 )
@@ -121,8 +152,9 @@ def device_ids(path: Path, files: Collection[str]) -> dict[str, list[str]]:
 
 
 def from_memory(path: Path, only: Collection[str] | None = None) -> list[Candidate]:
-    """The device variants the memory knows, with their tests' decorators (``only``:
-    just these variant IDs, as an incremental selection asks)."""
+    """The selectable variants the memory knows (Note [Selectable variants]), with
+    their tests' decorators (``only``: just these variant IDs, as an incremental
+    selection asks)."""
     rows = "SELECT id, dtypes, device_variant, fingerprint FROM variants"
     with _reading(path) as con:
         if only is None:
@@ -157,9 +189,9 @@ def from_memory(path: Path, only: Collection[str] | None = None) -> list[Candida
         }
         out = []
         for vid, dtypes, device_variant, fp in found:
-            if not device_variant:
-                continue
             vid = str(vid)
+            if not selectable(vid, bool(device_variant)):
+                continue
             out.append(
                 Candidate(
                     vid,

@@ -23,7 +23,11 @@ lines in about a second); nothing is re-serialised. Per file of the config:
   template is re-decided alike and nothing names them more precisely, the
   template is named once instead;
 - a file the config does not list gets a block as ``select run`` writes it;
-  a generated block whose file has no variant left goes.
+  a generated block whose file has no variant left goes;
+- a moved variant (Note [Moves]) that a person's entry decided by its exact or
+  template name is named by its new name in that entry, or, moved to another
+  file, by a copy of the entry (comment and mode) after that file's entries;
+  the old name goes when nothing answers to it any more.
 
 The result is checked before it is returned: every variant of a touched file
 must resolve to its new mode (re-decided) or to the mode it had (the rest).
@@ -95,6 +99,7 @@ class Patched:
     edits: _Lines
     held: list[str]  # re-decided variants a person's entry decides: unchanged
     unplaceable: list[str]  # files configured by a glob path: decide by hand
+    notes: list[str] = field(default_factory=list)  # for review (a move a name cannot follow)
 
     def header(self, edit: Callable[[str], str]) -> None:
         """Pass each comment line above ``test_suite_config:`` through ``edit``; lines
@@ -590,12 +595,17 @@ def patch(
     universe: Mapping[str, Collection[str]],
     modes: Callable[[str, Collection[str]], Counter[str]] | None,
     root_var: str,
+    renames: Mapping[str, str] | None = None,
+    evidence: Callable[[list[str]], Mapping[str, tuple[str, ...]]] | None = None,
 ) -> Patched:
     """The config ``text`` with ``changes`` (variant ID -> its new decision) placed
     and ``removed`` variants' names dropped (Note [Config patches]). ``universe``
     maps each file key to every variant ID it has now; ``modes(file, held)`` counts
     the file's decisions after the change, the held variants' kept (for the summary
-    comment of each touched block)."""
+    comment of each touched block). ``renames`` maps a moved variant's old ID (in
+    ``removed``) to its new one (in ``changes``): a person's entry naming the old
+    follows it (Note [Moves]). ``evidence(vids)`` gives the decision evidence of
+    kept variants, for the comment of an entry whose names change."""
     cfg = _Config(text)
     lines = cfg.lines
     ed = _Lines(lines)
@@ -604,10 +614,29 @@ def patch(
         by_file[vid.partition("::")[0]].append(vid)
     held: list[str] = []
     unplaceable: list[str] = []
+    notes: list[str] = []
     checks: list[tuple[str, str, str]] = []  # (file, variant, mode it must resolve to)
     new_blocks: dict[str, list[Placed]] = {}
     variants: dict[str, Any] = {}
     resolved: dict[str, tuple[_Block, dict[str, str]]] = {}  # file -> its modes before
+    # a person's entry follows its moved variants first (Note [Moves]): in place, or
+    # copied into the block of the file they moved to, before any block is matched
+    copies: dict[str, list[_Copy]] = defaultdict(list)
+
+    def placeable(target: str) -> bool:
+        """A copy can go to ``target``'s block: after its entries, or in a new block."""
+        there, globbed = cfg.block_for(target, root_var)
+        return bool(there.entries) if there is not None else not globbed
+
+    for file in sorted(by_file):
+        block, _ = cfg.block_for(file, root_var)
+        if block is not None and renames:
+            more, out = _follow_moves(ed, block, file, renames, universe, variants, placeable)
+            notes += more
+            for cp in out:
+                copies[cp.file].append(cp)
+    new_copies: dict[str, list[_Copy]] = {}
+    counted: dict[str, Counter[str]] = {}  # a new block's held variants, by mode
     for file in sorted(by_file):
         block, globbed = cfg.block_for(file, root_var)
         if block is None:
@@ -615,15 +644,23 @@ def patch(
                 unplaceable.append(file)
                 continue
             placed = []
+            moved_in = {cp.new: cp for cp in copies.pop(file, [])}
             for vid in sorted(v for v in by_file[file] if v in changes):
                 f, template, axes = split_id(vid)
+                if vid in moved_in:  # a person's entry came with it
+                    held.append(vid)
+                    checks.append((file, vid, moved_in[vid].mode))
+                    continue
                 placed.append(Placed(changes[vid], f, template, axes))
                 checks.append((file, vid, changes[vid].mode))
-            if placed:
+            if placed or moved_in:
                 new_blocks[file] = placed
+                new_copies[file] = list(moved_in.values())
+                counted[file] = Counter(changes[v].mode for v in moved_in if v in changes)
             continue
+        _place_copies(ed, block, copies.pop(file, []))
         h, c, modes_before = _patch_block(
-            ed, block, file, by_file[file], changes, removed, universe, variants
+            ed, block, file, by_file[file], changes, removed, universe, variants, evidence
         )
         held += h
         checks += c
@@ -635,7 +672,7 @@ def patch(
             summary = ", ".join(f"{count[x]} {x}" for x in MODES if count[x])
             ed.repl[block.summary_line] = f"{m[1]}# {sum(count.values())} variants: {summary}"
     if new_blocks:
-        _add_blocks(ed, cfg, new_blocks, root_var)
+        _add_blocks(ed, cfg, new_blocks, root_var, new_copies, counted)
     settled: dict[str, dict[str, str]] = {}
     if not new_blocks:
         # Note: a block whose lines no edit touches resolves every variant as it did
@@ -648,7 +685,168 @@ def patch(
             if k == len(edited) or edited[k] >= block.end:
                 settled[file] = modes_before
     _check(ed, checks, root_var, variants, settled)
-    return Patched(ed, sorted(held), sorted(unplaceable))
+    return Patched(ed, sorted(held), sorted(unplaceable), notes)
+
+
+@dataclass(frozen=True)
+class _Copy:
+    """A person's entry, for a variant that moved to another file (Note [Moves])."""
+
+    old: str
+    new: str
+    file: str  # where it moved
+    name: str  # its name there
+    mode: str
+    comments: tuple[str, ...]  # the comment lines above the person's entry
+    source: str  # the file key it moved from
+
+
+def _follow_moves(
+    ed: _Lines,
+    block: _Block,
+    file: str,
+    renames: Mapping[str, str],
+    universe: Mapping[str, Collection[str]],
+    variants: dict[str, Any],
+    placeable: Callable[[str], bool],
+) -> tuple[list[str], list[_Copy]]:
+    """A person's entry that decided a moved variant by its exact or template name
+    names it by its new name (Note [Moves]): in place within one file; for a move
+    to another file, a copy of the entry (its comment, its mode) goes to that
+    file's block (returned, placed by :func:`_place_copies`). The old name goes
+    when nothing of this file answers to it any more, an entry left without names
+    with it. What a name cannot follow (a pattern, an entry with keys beyond
+    names, mode and tags) is returned for review."""
+    from ootest.opmap.enable import variant_from_id
+    from ootest.select.writer import _q
+
+    moved = sorted(o for o in renames if o.partition("::")[0] == file)
+    if not moved:
+        return [], []
+    notes: list[str] = []
+    copies: list[_Copy] = []
+    away: dict[int, set[str]] = defaultdict(set)  # entry -> names whose variants left
+    left = set(universe.get(file, ()))
+    of_template = {split_id(v)[1] for v in left}
+    matcher = _Matcher(block)
+    add: dict[int, dict[str, str]] = defaultdict(dict)  # entry -> old name -> new name
+    for old in moved:
+        new = renames[old]
+        if old not in variants:
+            variants[old] = variant_from_id(old)
+        if variants[old] is None:
+            continue
+        e, _ = matcher.winner(variants[old])
+        if e is None or e.tagged:
+            continue
+        exact, template = _name(old), split_id(old)[1]
+        named = [n for n, _ in e.names if n in (exact, template)]
+        there = new.partition("::")[0]
+        if not named or (there != file and not (e.plain and placeable(there))):
+            why = (
+                "by a pattern"
+                if not named
+                else "with keys beyond names and mode"
+                if not e.plain
+                else f"and {there} is listed by a glob or has no entries"
+            )
+            notes.append(
+                f"  {old} -> {new}: a person's entry (line {e.start + 1}) decides it "
+                f"{why}; its decision there is the generated one: review it"
+            )
+            continue
+        if there != file:
+            head = tuple(ed.lines[i].strip() for i in range(e.head, e.start))
+            copies.append(_Copy(old, new, there, _name(new), e.mode, head, file))
+            away[e.index].update(named)
+            continue
+        for n in named:
+            add[e.index][n] = _name(new) if n == exact else split_id(new)[1]
+    for e in block.entries:
+        if away.get(e.index):
+            gone = [
+                (n, line)
+                for n, line in e.names
+                if n in away[e.index]
+                and not (n in of_template if "[" not in n else f"{file}::{n}" in left)
+            ]
+            if len(gone) == len(e.names):
+                ed.drop(e.head, e.end)  # every name it had moved away: it moved
+                e.names.clear()
+                continue
+            for n, line in gone:
+                ed.drop(line)
+                e.names.remove((n, line))
+        renamed = add.get(e.index)
+        if not renamed:
+            continue
+        have = {n for n, _ in e.names}
+        for n, line in list(e.names):
+            new_name = renamed.get(n)
+            if new_name is None:
+                continue
+            raw = ed.lines[line]
+            if not raw.lstrip().startswith("- "):  # not a block list item: left alone
+                notes.append(f"  line {line + 1}: name {n!r} moved to {new_name!r}: rename it")
+                continue
+            pad = raw[: len(raw) - len(raw.lstrip())]
+            if new_name not in have:
+                ed.after[line].append(f"{pad}- {_q(new_name)}")
+                e.names.append((new_name, line))
+                have.add(new_name)
+            still = n in of_template if "[" not in n else f"{file}::{n}" in left
+            if not still:
+                ed.drop(line)
+                e.names.remove((n, line))
+    return notes, copies
+
+
+def _copy_entries(copies: list[_Copy], col: int) -> list[tuple[list[str], str, list[str]]]:
+    """(lines, mode, names) of the entries copying people's entries for variants that
+    moved here, one per source entry and mode, their dash in column ``col``."""
+    from ootest.select.writer import _q
+
+    pad = " " * col
+    groups: dict[tuple[str, str, tuple[str, ...]], set[str]] = defaultdict(set)
+    for c in copies:
+        groups[(c.source, c.mode, c.comments)].add(c.name)
+    out = []
+    for (source, mode, comments), names in sorted(groups.items()):
+        lines = [f"{pad}# moved here from {source} with a person's entry there"]
+        lines += [f"{pad}{x}" for x in comments]
+        lines.append(f"{pad}- names:")
+        lines += [f"{pad}    - {_q(n)}" for n in sorted(names)]
+        lines.append(f"{pad}  mode: {mode}")
+        out.append((lines, mode, sorted(names)))
+    return out
+
+
+def _place_copies(ed: _Lines, block: _Block, copies: list[_Copy]) -> None:
+    """The copies of people's entries whose variants moved to this block's file,
+    after its last entry (later entries win ties, Note [Moves]); the block's entries
+    learn them before it is matched. A block without entries gets no copy: its
+    variants keep the generated decision and the run lists them."""
+    if not copies or not block.entries:
+        return
+    last = block.entries[-1]
+    anchor = last.end - 1
+    for lines, mode, names in _copy_entries(copies, last.dash_col):
+        ed.after[anchor].extend(lines)
+        block.entries.append(
+            _Entry(
+                len(block.entries),
+                anchor,
+                anchor,
+                anchor + 1,
+                last.dash_col,
+                False,
+                mode,
+                True,
+                [(n, anchor) for n in names],
+                None,
+                None,
+            )
+        )
 
 
 def _patch_block(
@@ -660,6 +858,7 @@ def _patch_block(
     removed: Collection[str],
     universe: Mapping[str, Collection[str]],
     variants: dict[str, Any],
+    evidence: Callable[[list[str]], Mapping[str, tuple[str, ...]]] | None = None,
 ) -> tuple[list[str], list[tuple[str, str, str]], dict[str, str]]:
     """The edits of one file block; (held variants, checks, each variant's mode
     before the edits). ``variants`` caches the config-name view of each variant ID
@@ -690,10 +889,10 @@ def _patch_block(
         if vid not in first:
             continue
         winner, _ = first[vid]
-        if winner is not None and not winner.tagged:
-            if vid in changes:
-                held.append(vid)
+        if winner is not None and not winner.tagged and vid in changes:
+            held.append(vid)
             continue
+        # a removed variant leaves the generated entries whoever decided it
         exact_name, template = _name(vid), split_id(vid)[1]
         for i in where.get(exact_name, ()):
             gone[i].add(exact_name)
@@ -769,6 +968,8 @@ def _patch_block(
             m = _MARK_LINE.match(ed.lines[e.mark_line])
             assert m is not None
             ed.repl[e.mark_line] = f"{m[1]}{MARK} {m[2]} ({count} names)"
+            listed = [n for n in names[e.index] if n not in drop] + add
+            _rewrite_evidence(ed, e.mark_line, file, listed, of_template, changes, evidence)
     emptied = all(not current[e.index] and not added[e.index] for e in block.entries)
     generated = all(e.tagged for e in block.entries)
     if fresh:
@@ -804,6 +1005,36 @@ def _pattern(name: str) -> Any:
         return NamePattern.parse(name)
     except NameSyntaxError:
         return None
+
+
+def _rewrite_evidence(
+    ed: _Lines,
+    mark: int,
+    file: str,
+    names: list[str],
+    of_template: Mapping[str, list[str]],
+    changes: Mapping[str, Decision],
+    evidence: Callable[[list[str]], Mapping[str, tuple[str, ...]]] | None,
+) -> None:
+    """The evidence comment under an entry's mark line, counted again over the names
+    it lists now (as ``select run`` counts them: one evidence per name, a template's
+    from its first variant), so no count describes names the entry no longer has."""
+    from ootest.select.writer import evidence_comments
+
+    if evidence is None:
+        return
+    rep = {n: f"{file}::{n}" if "[" in n else min(of_template.get(n, [""])) for n in names}
+    kept = evidence([v for v in rep.values() if v and v not in changes])
+    ev = [changes[v].evidence if v in changes else kept.get(v, ()) for v in rep.values() if v]
+    pad = ed.lines[mark][: len(ed.lines[mark]) - len(ed.lines[mark].lstrip())]
+    new = [pad + c for c in evidence_comments(ev)]
+    end = mark + 1
+    while end < len(ed.lines) and ed.lines[end].lstrip().startswith("#   "):
+        end += 1
+    if ed.lines[mark + 1 : end] == new:
+        return
+    ed.drop(mark + 1, end)
+    ed.after[mark].extend(new)
 
 
 def _insert_names(ed: _Lines, e: _Entry, add: list[str]) -> None:
@@ -864,13 +1095,21 @@ def _add_entries(
 
 
 def _add_blocks(
-    ed: _Lines, cfg: _Config, new_blocks: Mapping[str, list[Placed]], root_var: str
+    ed: _Lines,
+    cfg: _Config,
+    new_blocks: Mapping[str, list[Placed]],
+    root_var: str,
+    copies: Mapping[str, list[_Copy]] | None = None,
+    held: Mapping[str, Counter[str]] | None = None,
 ) -> None:
-    """Blocks for files the config does not list, in path order among the rest."""
+    """Blocks for files the config does not list, in path order among the rest;
+    ``copies``: people's entries that came with variants moved there (Note
+    [Moves]), after the generated ones; ``held``: the modes of those variants in
+    the evidence, counted in the block's summary as a block's held variants are."""
     lines = cfg.lines
     for file, placed in sorted(new_blocks.items()):
         path = f"${{{root_var}}}/{file}"
-        body = render(placed, {file: path}, []).splitlines()[2:]  # without the two keys
+        body = _new_block(path, placed, (copies or {}).get(file, []), (held or {}).get(file))
         after = next((k for k, p in enumerate(cfg.paths) if p is not None and p > path), None)
         if after is not None:
             start = cfg.items[after][0]
@@ -885,6 +1124,33 @@ def _add_blocks(
             ed.after[cfg.files_line] += _indent(body, col + 2 - 4)
         else:
             ed.tail += ["test_suite_config:", "  files:", *body]
+
+
+def _new_block(
+    path: str, placed: list[Placed], copies: list[_Copy], held: Counter[str] | None
+) -> list[str]:
+    """A new file block as ``select run`` writes it, people's moved entries after."""
+    from ootest.select.writer import UNLISTED, _q
+
+    if placed:
+        body = render(placed, {placed[0].file: path}, []).splitlines()[2:]  # no two keys
+    else:
+        body = [
+            f"    - path: {path}",
+            "      # 0 variants",
+            f"      unlisted_test_mode: {UNLISTED}",
+        ]
+        body[0] = f"    - path: {_q(path)}"
+    if held:
+        count = Counter(p.decision.mode for p in placed) + held
+        summary = ", ".join(f"{count[m]} {m}" for m in MODES if count[m])
+        body[1] = f"      # {sum(count.values())} variants: {summary}"
+    if copies:
+        if "      tests:" not in body:
+            body.append("      tests:")
+        for lines, _, _ in _copy_entries(copies, 8):
+            body += lines
+    return body
 
 
 def _check(

@@ -161,7 +161,7 @@ def support(backend: Backend) -> Support:
 
 
 def candidates(memory: Path | None, variants: Sequence[Path]) -> list[Candidate]:
-    from ootest.select.gather import from_memory
+    from ootest.select.gather import from_memory, selectable
 
     found: dict[str, Any] = {}
     if memory:
@@ -176,8 +176,8 @@ def candidates(memory: Path | None, variants: Sequence[Path]) -> list[Candidate]
                 rec = json.loads(line)
             except ValueError:
                 continue
-            if rec.get("kind") == "variant" and rec.get("device_variant"):
-                vid = str(rec["variant_id"])
+            vid = str(rec.get("variant_id"))
+            if rec.get("kind") == "variant" and selectable(vid, bool(rec.get("device_variant"))):
                 c = Candidate(vid, tuple(rec.get("dtypes") or ()))
                 c.checks_messages = rec.get("checks_messages") is True
                 had = found.setdefault(vid, c)

@@ -73,36 +73,39 @@ def read_sidecar(path: Path) -> list[tuple[Evidence, Decision, str]]:
     out = []
     for n, line in enumerate(lines, 1):
         try:
-            row = json.loads(line)
-            raw = row["evidence"]
-            ev = Evidence(
-                **{
-                    **raw,
-                    "dtypes": tuple(raw["dtypes"]),
-                    "ops": tuple(raw["ops"]) if raw["ops"] is not None else None,
-                    "missing_ops": tuple(raw["missing_ops"]),
-                    "missing_dtypes": tuple(raw["missing_dtypes"]),
-                    "cpu": Result(**raw["cpu"]) if raw["cpu"] else None,
-                    "reference": Result(**raw["reference"]) if raw["reference"] else None,
-                    "observed": [Result(**r) for r in raw["observed"]],
-                    "replay": tuple(tuple(f) for f in raw.get("replay", ())),
-                    "replay_covered": tuple(raw.get("replay_covered", ())),
-                    "replay_dtypes": tuple(raw.get("replay_dtypes", ())),
-                    "replay_raised": tuple(raw.get("replay_raised", ())),
-                    # lines written before it was recorded were decided as declared
-                    "ops_declared": bool(raw.get("ops_declared", True)),
-                }
-            )
-            d = row["decision"]
-            dec = Decision(
-                d["variant_id"], d["mode"], d["reason"], tuple(d["evidence"]), d["source"]
-            )
+            out.append(parse_row(json.loads(line)))
         except (ValueError, KeyError, TypeError) as e:
             raise UserError(
                 f"{path}:{n}: expected an evidence line written by 'ootest select run'; {e}"
             ) from None
-        out.append((ev, dec, str(row.get("fingerprint") or "")))
     return out
+
+
+def parse_row(row: dict[str, Any]) -> tuple[Evidence, Decision, str]:
+    """One evidence line, decoded (ValueError, KeyError, TypeError when it is not
+    one ``select run`` writes)."""
+    raw = row["evidence"]
+    ev = Evidence(
+        **{
+            **raw,
+            "dtypes": tuple(raw["dtypes"]),
+            "ops": tuple(raw["ops"]) if raw["ops"] is not None else None,
+            "missing_ops": tuple(raw["missing_ops"]),
+            "missing_dtypes": tuple(raw["missing_dtypes"]),
+            "cpu": Result(**raw["cpu"]) if raw["cpu"] else None,
+            "reference": Result(**raw["reference"]) if raw["reference"] else None,
+            "observed": [Result(**r) for r in raw["observed"]],
+            "replay": tuple(tuple(f) for f in raw.get("replay", ())),
+            "replay_covered": tuple(raw.get("replay_covered", ())),
+            "replay_dtypes": tuple(raw.get("replay_dtypes", ())),
+            "replay_raised": tuple(raw.get("replay_raised", ())),
+            # lines written before it was recorded were decided as declared
+            "ops_declared": bool(raw.get("ops_declared", True)),
+        }
+    )
+    d = row["decision"]
+    dec = Decision(d["variant_id"], d["mode"], d["reason"], tuple(d["evidence"]), d["source"])
+    return ev, dec, str(row.get("fingerprint") or "")
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,17 @@ the config (Note [Config patches] says how it is edited):
   history: the results observed on the device, the CPU reference and the
   judge's record are carried from their old evidence lines, unless the test's
   own body changed (``INVALIDATES``: its earlier runs were of other code; the
-  line says ``dropped``); a removed one
-  leaves the sidecar and the names that named exactly it. A variant a person's
+  line says ``dropped``), and except the results other than crashes and hangs
+  when a helper it calls changed (``STALE``: a helper change fixed 24 failures of
+  a real upgrade that the carried results kept xfail_strict); a removed one
+  leaves the sidecar and the names that named exactly it. A moved one (Note
+  [Moves]: the same test under another name) takes its old line under its new
+  ID (``changed: ["moved"]``, ``moved_from``) and its decision, and is named
+  where its mode needs a name; it is decided again, with its history, only
+  when something else changed (``["moved", "decorator"]``). A person's entry
+  that named it by its exact or template name names it by its new name (within
+  its file) or is copied into the block of the file it moved to; a pattern is
+  left as it is, and the run says so, for review. A variant a person's
   entry decides keeps its decision, but its line takes the new fingerprint and
   ``changed`` (``held``), and the run lists it. Everything else is
   kept as it was, byte for byte, sidecar lines included. With ``--replay`` (a
@@ -392,11 +401,28 @@ def _row(
     return _ENCODE(row)
 
 
-def _held(line: bytes, fingerprint: str, changed: Iterable[str]) -> str:
+def _renamed(line: bytes, vid: str) -> dict[str, Any]:
+    """An evidence line read, its variant named ``vid`` (a moved variant's line)."""
+    row: dict[str, Any] = json.loads(line)
+    for part in (row, row.get("decision"), row.get("evidence")):
+        if isinstance(part, dict) and "variant_id" in part:
+            part["variant_id"] = vid
+    return row
+
+
+def _held(
+    line: bytes,
+    fingerprint: str,
+    changed: Iterable[str],
+    vid: str | None = None,
+    more: Mapping[str, Any] | None = None,
+) -> str:
     """The evidence line of a variant a person's entry decides, after a change: its
     decision and evidence as they were, the new fingerprint, and why it changed
-    (``held``: a later upgrade compares with this fingerprint, not a stale one)."""
-    row = json.loads(line)
+    (``held``: a later upgrade compares with this fingerprint, not a stale one);
+    ``vid``: the name it has now (a move); ``more``: keys to add (``moved_from``)."""
+    row = json.loads(line) if vid is None else _renamed(line, vid)
+    row.update(more or {})
     row["fingerprint"] = fingerprint
     row["changed"] = list(changed)
     row["held"] = "a person's entry decides it; decision and evidence as before the change"
@@ -424,14 +450,33 @@ def _finish(
     universe: Mapping[str, Iterable[str]],
     provenance: Callable[[str], str],
     extra: Mapping[str, Mapping[str, Any]] | None = None,
+    origin: Mapping[str, str] | None = None,
 ) -> Outcome:
     """Patch the config and the sidecar (Note [Config patches]); the outcome without
-    its counts. ``extra``: more keys for a variant's evidence line (``judge``)."""
+    its counts. ``extra``: more keys for a variant's evidence line (``judge``);
+    ``origin``: the old ID of each moved variant of ``changes`` (Note [Moves]), whose
+    old ID is in ``removed``."""
     text = _read(config)
     side.trust_totals(text.split("test_suite_config:", 1)[0])
+    origin = origin or {}
     decided = {vid: d for vid, (_, d, _, _) in changes.items()}
     files = {vid.partition("::")[0] for vid in [*changes, *removed]}
     old = side.old([*changes, *removed])
+
+    def before(vid: str) -> tuple[bytes, str] | None:
+        """The line and mode a variant had (a moved one: under its old ID)."""
+        hit = old.get(vid)
+        return hit if hit is not None or vid not in origin else old.get(origin[vid])
+
+    def evidence_of(vids: Iterable[str]) -> dict[str, tuple[str, ...]]:
+        """The decision evidence of kept variants (for an entry's comment)."""
+        out: dict[str, tuple[str, ...]] = {}
+        for vid, (line, _) in side.old(vids).items():
+            try:
+                out[vid] = tuple(json.loads(line)["decision"]["evidence"])
+            except (ValueError, KeyError, TypeError):
+                continue
+        return out
 
     of_file: dict[str, list[str]] = defaultdict(list)
     for vid in [*changes, *removed]:
@@ -442,6 +487,8 @@ def _finish(
         count = side.rows_of(file)
         for vid in of_file[file]:
             if vid in held:
+                if vid not in old and (was := before(vid)) is not None:
+                    count[was[1]] += 1  # moved here: its old line, under its new ID
                 continue
             if vid in old:
                 count[old[vid][1]] -= 1
@@ -456,6 +503,8 @@ def _finish(
         {f: list(vs) for f, vs in universe.items() if f in files},
         modes,
         _root_var(text),
+        renames={o: n for n, o in origin.items()},
+        evidence=evidence_of,
     )
     held = set(patched.held) | {v for v in changes if v.partition("::")[0] in patched.unplaceable}
     total = side.totals()
@@ -465,8 +514,12 @@ def _finish(
             total[old[vid][1]] -= 1
     for vid, (ev, d, fp, why) in changes.items():
         if vid in held:  # a person decides it: its decision and evidence stay as they were
-            if vid in old:  # but the line takes the new fingerprint, and says why
-                side.edits[vid] = _held(old[vid][0], fp, why).encode("utf-8")
+            was = before(vid)
+            if was is not None:  # but the line takes the new fingerprint, and says why
+                line = _held(was[0], fp, why, vid, (extra or {}).get(vid))
+                side.edits[vid] = line.encode("utf-8")
+                if vid not in old:  # moved: its old line left with its old ID
+                    total[was[1]] += 1
             continue
         side.edits[vid] = _row(ev, d, fp, why, (extra or {}).get(vid)).encode("utf-8")
         if vid in old:
@@ -491,6 +544,9 @@ def _finish(
     )
     o.decisions = Counter(d.mode for vid, d in decided.items() if vid not in held)
     o.held, o.unplaceable = sorted(patched.held), patched.unplaceable
+    if patched.notes:
+        o.notes.append("a person's entry decided these moved variants; it cannot follow them:")
+        o.notes += patched.notes
     if o.held:
         o.notes.append(
             f"{len(o.held)} kept as people's entries decide them (their evidence lines "
@@ -533,16 +589,33 @@ def upgrade(
     entered, removed = set(dev.entered), set(dev.left)
     why: dict[str, tuple[str, ...]] = {v: ("added",) for v in diff.added if v in entered}
     why.update((v, ("now a device variant",)) for v in entered if v not in why)
-    why.update((m.id, m.reasons) for m in diff.modified)  # device ones stay (below)
+    why.update((m.id, m.reasons) for m in diff.modified)  # not selectable ones go (below)
+    # Note [Moves]: the old ID leaves (its line and the names naming exactly it), the
+    # new one takes its decision, or is decided again when something else changed
+    origin = {new: old for old, new, _ in dev.moved}
+    gone = set(removed)  # removed, not moved
+    removed |= set(origin.values())
+    moved_lines = side.old(origin.values())
+    carried = {n: o for n, o in origin.items() if o in moved_lines}
+    for _, new, reasons in dev.moved:
+        if reasons or new not in carried:
+            why[new] = ("moved", *reasons)
+            carried.pop(new, None)
     if sources.replay is not None and sources.ops is not None:
+        renamed = {o: n for n, o in origin.items()}
         for v in _replay_moved(config, sources):
+            v = renamed.get(v, v)
+            if v in carried:  # what the replay says of it changed: decided again
+                why[v] = ("moved", "replay")
+                del carried[v]
             why.setdefault(v, ("replay",))
-    cands = from_memory(new_db, set(why))
-    why = {c.variant_id: why[c.variant_id] for c in cands}
-    evidence = gather(cands, sources, support, scope)
+    cands = from_memory(new_db, {*why, *carried})
     fps = {c.variant_id: c.fingerprint for c in cands}
-    universe = device_ids(new_db, {v.partition("::")[0] for v in [*why, *removed]})
-    kept, priors, dropped = _carry(side, evidence, why)
+    carried = {n: o for n, o in carried.items() if n in fps}
+    why = {c.variant_id: why[c.variant_id] for c in cands if c.variant_id in why}
+    evidence = gather([c for c in cands if c.variant_id in why], sources, support, scope)
+    universe = device_ids(new_db, {v.partition("::")[0] for v in [*why, *carried, *removed]})
+    kept, priors, dropped = _carry(side, evidence, why, origin)
     decided = []
     for ev in evidence:
         d = decide_seen(ev)
@@ -556,17 +629,28 @@ def upgrade(
     for vid, more in kept.items():
         extra[vid] = {**more, **extra.get(vid, {})}  # a new judge record wins
     changes = {ev.variant_id: (ev, d, fps[ev.variant_id], why[ev.variant_id]) for ev, d in decided}
+    for new, old in carried.items():  # the same test under another name: as it was
+        ev, d = _moved_decision(moved_lines[old][0], new)
+        changes[new] = (ev, d, fps[new], ("moved",))
+    for new, old in origin.items():
+        if new in changes:
+            extra[new] = {**extra.get(new, {}), "moved_from": old}
     side.trust_totals(_read(config).split("test_suite_config:", 1)[0])
     rows_before = sum(side.totals().values())
     known = len(side.old([*removed, *why]))  # rows of variants that left or changed
-    o = _finish(config, out, side, changes, removed, universe, provenance, extra)
-    o.evaluated, o.total = len(changes), dev.total
-    n_added = sum(1 for v in why.values() if v == ("added",))
+    o = _finish(config, out, side, changes, removed, universe, provenance, extra, origin)
+    o.evaluated, o.total = len(evidence), dev.total
+    n_added = sum(1 for v in why.values() if v in (("added",), ("now a device variant",)))
     n_replay = sum(1 for v in why.values() if v == ("replay",))
-    o.details = [f"{n_added} added", f"{len(changes) - n_added - n_replay} modified"]
+    n_moved = sum(1 for n in origin if n in changes)
+    n_modified = len(changes) - n_added - n_replay - n_moved
+    o.details = [f"{n_added} added", f"{n_modified} modified"]
+    if n_moved:
+        again = sum(1 for n in origin if n in why)
+        o.details.append(f"{n_moved} moved" + (f" ({again} decided again)" if again else ""))
     if sources.replay is not None:
         o.details.append(f"{n_replay} by the replay")
-    o.details.append(f"{len(removed)} removed")
+    o.details.append(f"{len(gone)} removed")
     skipping = len(re.findall(r"^\s*unlisted_test_mode: *skip\b", o.new_text, re.M))
     if skipping:
         o.notes.append(
@@ -577,9 +661,10 @@ def upgrade(
     if dropped:
         o.notes.append(
             f"{dropped} re-decided variants lost their observed results: the test body "
-            "changed (the next run gives new ones)"
+            "or a helper it calls changed (the next run gives new ones; crashes and "
+            "hangs stay across a helper change)"
         )
-    unknown = dev.total - (rows_before - known) - len(why)
+    unknown = dev.total - (rows_before - known) - len(why) - len(carried)
     if unknown > 0:
         o.notes.append(
             f"at least {unknown} variants of {new_db} have no decision in {config.name} and "
@@ -588,28 +673,50 @@ def upgrade(
     return o
 
 
+def _moved_decision(line: bytes, vid: str) -> tuple[Evidence, Decision]:
+    """A moved variant's evidence and decision as its old line has them, under its
+    new ID (Note [Moves]: the same test, nothing else changed)."""
+    from ootest.select.refine import parse_row
+
+    ev, d, _ = parse_row(_renamed(line, vid))
+    return ev, d
+
+
 #: Changes after which a variant's earlier runs say nothing about it (Note
 #: [Incremental selection]): its own code is other code now.
 INVALIDATES = ("body",)
+#: Changes of the code a test calls (its helpers, ``setUp``): its earlier runs were
+#: of other code too, so they decide nothing now, except a crash or a hang, kept
+#: because learning it again costs a process or a timeout (Note [Incremental
+#: selection]; measured in bench/README.md, "Upgrades across real history": kept,
+#: 24 failures that a helper change fixed stayed xfail_strict, recall 84%).
+STALE = ("helper",)
+#: what a stale run still says
+KEPT_WHEN_STALE = ("crashed", "timeout")
 
 
 def _carry(
-    side: _Sidecar, evidence: list[Evidence], why: Mapping[str, tuple[str, ...]]
+    side: _Sidecar,
+    evidence: list[Evidence],
+    why: Mapping[str, tuple[str, ...]],
+    origin: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Decision], int]:
     """Carry each re-decided variant's history from its old evidence line into its
     new evidence (in place): the results observed on the device and the CPU
     reference (unless a change in ``INVALIDATES`` makes them another test's), and
     the judge's record. Returns the extra keys per variant for its line (``judge``,
     or ``dropped`` saying what was dropped and why), the judge's accepted
-    decisions, and how many variants had results dropped."""
+    decisions, and how many variants had results dropped. ``origin``: a moved
+    variant's old ID, under which its history was recorded (Note [Moves])."""
     from ootest.select.rules import Result
 
-    old = side.old([ev.variant_id for ev in evidence])
+    origin = origin or {}
+    old = side.old([origin.get(ev.variant_id, ev.variant_id) for ev in evidence])
     extra: dict[str, dict[str, Any]] = {}
     priors: dict[str, Decision] = {}
     dropped = 0
     for ev in evidence:
-        hit = old.get(ev.variant_id)
+        hit = old.get(origin.get(ev.variant_id, ev.variant_id))
         if hit is None:
             continue
         try:
@@ -627,6 +734,16 @@ def _carry(
                 extra[ev.variant_id] = {"dropped": f"{what}: the test {stale[0]} changed"}
                 dropped += 1
             continue
+        helper = [c for c in why.get(ev.variant_id, ()) if c.partition(":")[0] in STALE]
+        if helper:
+            kept = [r for r in seen if r.outcome in KEPT_WHEN_STALE]
+            if len(kept) < len(seen) or cpu is not None:
+                what = f"{len(seen) - len(kept)} observed results" + (
+                    " and the CPU reference" if cpu else ""
+                )
+                extra[ev.variant_id] = {"dropped": f"{what}: the test's {helper[0]} changed"}
+                dropped += 1
+            seen, cpu = kept, None
         at = {r.at for r in ev.observed if r.at is not None}
         ev.observed = [r for r in seen if r.at is None or r.at not in at] + ev.observed
         if ev.cpu is None:

@@ -116,7 +116,13 @@ def _q(text: str) -> str:
 
 
 def _comment(text: str) -> str:
-    return " ".join(text.split())[:240]
+    """One line of a YAML comment: whitespace folded, and what YAML refuses even in
+    a comment (control characters: a test's message may carry a terminal's colour
+    codes, ``\\x1b[1m``) written as ``\\xNN``."""
+    text = " ".join(text.split())
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+    return text[:240]
 
 
 def render(
@@ -210,15 +216,20 @@ def entry_lines(
     :func:`render` places it under a file's ``tests:``; ``members`` are
     (name, evidence) pairs. ``select run --since`` adds entries with it too."""
     members = list(members)
-    evid = Counter(e for _, ev in members for e in ev)
     lines = [f"        {MARK} {reason} ({len(members)} names)"]
-    for e, n in evid.most_common(3):
-        lines.append(f"        #   {_comment(e)}" + (f" (x{n})" if n > 1 else ""))
+    lines += [f"        {c}" for c in evidence_comments(ev for _, ev in members)]
     lines.append("        - names:")
     lines += [f"            - {_q(n)}" for n, _ in sorted(members)]
     lines.append(f"          mode: {mode}")
     lines.append(f"          tags: [{TAG}]")
     return lines
+
+
+def evidence_comments(evidence: Iterable[tuple[str, ...]]) -> list[str]:
+    """The comment lines under an entry's mark: its names' three most common
+    evidence lines (one evidence per name), each with how many names give it."""
+    evid = Counter(e for ev in evidence for e in ev)
+    return [f"#   {_comment(e)}" + (f" (x{n})" if n > 1 else "") for e, n in evid.most_common(3)]
 
 
 def evidence_lines(placed: Iterable[Placed], fingerprints: Mapping[str, str]) -> str:
