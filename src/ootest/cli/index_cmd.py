@@ -212,7 +212,7 @@ def diff(args: argparse.Namespace) -> int:
 
     d = diff_indexes(args.old, args.new)
     if args.json:
-        return _emit([json.dumps(d.to_json(), indent=2)])
+        return _emit([json.dumps(d.to_json(), indent=2)], escape=False)  # JSON escapes itself
     lines = [d.summary()]
     lines += [f"+ {vid}" for vid in d.added]
     lines += [f"- {vid}" for vid in d.removed]
@@ -224,15 +224,16 @@ def diff(args: argparse.Namespace) -> int:
     return _emit(lines)
 
 
-def _emit(lines: list[str]) -> int:
-    """Print ``lines``; a reader that stops early (``| head``) is not an error."""
+def _emit(lines: list[str], escape: bool = True) -> int:
+    """Print ``lines`` (escaped unless they are JSON); a reader that stops early
+    (``| head``) is not an error."""
     import os
 
     from ootest.untrusted import for_terminal
 
     try:
         for line in lines:
-            print(for_terminal(line))  # IDs from a test tree (Note [Untrusted text])
+            print(for_terminal(line) if escape else line)  # IDs from a test tree
         sys.stdout.flush()
     except BrokenPipeError:
         # Python would complain again at exit while flushing: point stdout elsewhere.
