@@ -200,3 +200,15 @@ def test_select_run_probes_the_backend(tmp_path: Path) -> None:
     saved = json.loads((tmp_path / "probe.json").read_text())
     assert saved["ops"]["aten::abs"] == "out=aten::abs.out"
     assert "  device: fakebk:fake\n" in (tmp_path / "s.yaml").read_text()
+
+
+def test_an_emu_profile_of_every_dtype_declares_no_dtype_limit(tmp_path: Path) -> None:
+    """emu:full says ``dtypes: ["*"]``, which its reader keeps as an empty list (every
+    dtype): select run --device emu:full skipped every variant as dtype_unsupported
+    (an empty set of declared dtypes), found on the real-history benchmark."""
+    from ootest.select.backend import capabilities
+
+    full = capabilities(device="emu:full")
+    assert full.dtypes is None, full.dtypes
+    young = capabilities(device="emu:young")
+    assert young.dtypes is not None and "float32" in young.dtypes

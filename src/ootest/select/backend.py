@@ -86,7 +86,8 @@ def capabilities(
 
         ops = from_emu(device)
         prof = read_profile(device.partition(":")[2] or "young")
-        declared = None if "*" in prof.dtypes else frozenset(prof.dtypes)
+        # a profile's empty list is every dtype (read_profile turns ["*"] into [])
+        declared = frozenset(prof.dtypes) if prof.dtypes and "*" not in prof.dtypes else None
         source = f"emu:{prof.name}"
     if supported is not None:
         from ootest.opmap.support import from_file
