@@ -42,7 +42,7 @@ from ootest.errors import UserError
 from ootest.llm import LLMSettings
 from ootest.select.gather import Candidate, Sources, Support
 from ootest.select.rules import Decision, Evidence
-from ootest.select.since import Judging, Outcome
+from ootest.select.since import Judging, Outcome, root_var
 from ootest.select.writer import Precision
 
 __all__ = [
@@ -378,7 +378,7 @@ def refine(
             f" Run the config with `ootest run {config} --device DEVICE`"
         )
     return Selection(
-        out_rows, fps, new_head, _root_var(old), _device(old), precision, kept, notes=notes
+        out_rows, fps, new_head, root_var(old), _device(old), precision, kept, notes=notes
     )
 
 
@@ -386,11 +386,6 @@ def _device(text: str) -> str | None:
     """The ``device:`` a generated config names (kept when it is rewritten)."""
     m = re.search(r"^  device: *(\S+) *$", text, re.M)
     return m[1] if m else None
-
-
-def _root_var(text: str) -> str:
-    m = re.search(r"path: \$\{(\w+)\}/", text)
-    return m[1] if m else "TORCH_ROOT"
 
 
 # ------------------------------------------------- incremental: --since, enable

@@ -436,7 +436,9 @@ def _read(config: Path) -> str:
         raise UserError(f"{config}: cannot read it: {e.strerror or e}") from None
 
 
-def _root_var(text: str) -> str:
+def root_var(text: str) -> str:
+    """The variable a generated config's paths start with (``${TORCH_ROOT}`` unless
+    it names another), its ``path:`` quoted or not."""
     m = re.search(r"path: \"?\$\{(\w+)\}/", text)
     return m[1] if m else "TORCH_ROOT"
 
@@ -502,7 +504,7 @@ def _finish(
         removed,
         {f: list(vs) for f, vs in universe.items() if f in files},
         modes,
-        _root_var(text),
+        root_var(text),
         renames={o: n for n, o in origin.items()},
         evidence=evidence_of,
     )
