@@ -80,8 +80,27 @@ _UNKNOWN = object()
 _GRAPH_OP = re.compile(r"torch\.ops\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)")
 
 
-@functools.cache
 def _branches_on_device(func: Any) -> bool:
+    """Whether the test's source branches on the device (Note [Op capture]).
+
+    Read once per test *template*: upstream's device-type instantiation makes a
+    new function object per variant, each ``functools.wraps`` of the one written
+    in the file (``getsource`` unwraps it anyway), so a cache keyed by the
+    variant's own function read and tokenized the same source for every variant
+    -- 23,523 times on ``test_unary_ufuncs.py``, most of the capture's cost there
+    (Note [Capture cost])."""
+    try:
+        func = inspect.unwrap(func)
+    except ValueError:  # a __wrapped__ cycle
+        pass
+    try:
+        return _source_branches(func)
+    except TypeError:  # unhashable: not a function getsource reads
+        return False
+
+
+@functools.cache
+def _source_branches(func: Any) -> bool:
     try:
         src = inspect.getsource(func)
     except (OSError, TypeError):
@@ -102,6 +121,7 @@ class OpCapture:
         self.mode: Any = None
         self.variant: str | None = None
         self.nodeid: str | None = None
+        self.item: pytest.Item | None = None
         self.file: str | None = None
         self.outcome: str | None = None
         self._log_handler: logging.Handler | None = None
@@ -145,13 +165,13 @@ class OpCapture:
     def pytest_runtest_protocol(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, Any, Any]:
-        from ootest.plugin.keys import FACTS, item_node_id
+        from ootest.plugin.keys import FACTS
 
         facts = item.stash.get(FACTS, None)
         if self.out is None or self.mode is None or facts is None:
             return (yield)
         self.variant, self.file = facts.variant_id, facts.file
-        self.nodeid = item_node_id(item)
+        self.item, self.nodeid = item, None  # the node ID only when an ops line needs it
         self.outcome = None
         self.mode.start()
         obj = getattr(item, "obj", None)
@@ -191,9 +211,13 @@ class OpCapture:
                 "error": error,
             }
         )
-        self.variant = None
+        self.variant, self.item = None, None
 
     def _ops(self, ops: dict[str, int], mode: str) -> dict[str, Any]:
+        if self.nodeid is None and self.item is not None:
+            from ootest.plugin.keys import item_node_id
+
+            self.nodeid = item_node_id(self.item)
         return {
             "kind": "ops",
             "variant_id": self.variant,
