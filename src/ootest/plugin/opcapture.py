@@ -284,8 +284,9 @@ def _make_mode(capture: OpCapture) -> Any:
 
     Measured on real ``test_unary_ufuncs.py`` (bench/README.md, "Op capture"):
     the test bodies of ``test_batch_vs_slicing`` cost 2.1x plain under the old
-    recorder, of which the following (the floor above) was 1.7x. The bigger cost on
-    that file was per variant, not per call: see ``_branches_on_device``.
+    recorder and 2.0x now, of which following composite kernels alone (the floor
+    above) is 1.7-1.8x. The bigger costs on that file were per variant, not per
+    call: ``_branches_on_device`` and the timeout watchdog (plugin/isolation.py).
     """
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
