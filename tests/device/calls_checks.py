@@ -70,6 +70,13 @@ def test_dtypes_devices_and_lists_are_kept_and_the_rest_is_refused() -> None:
     assert encode_call((torch.Generator(),), {}, DEV) is None
     assert encode_call((torch.ones(2).to_sparse(),), {}, DEV) is None
     assert encode_call((list(range(300)),), {}, DEV) is None  # too many items
+    # the budget counts the list and each item: 1 + 255 fit, 1 + 256 do not, counted
+    # before any tensor is read (``stack`` of 1,024 slices)
+    assert encode_call((list(range(255)),), {}, DEV) is not None
+    assert encode_call((list(range(256)),), {}, DEV) is None
+    assert encode_call(([torch.ones(2)] * 1024,), {}, DEV) is None
+    assert encode_call((1,), {"out": [[1] * 253]}, DEV) is not None  # 1 + 1 + 1 + 253
+    assert encode_call((1,), {"out": [[1] * 254]}, DEV) is None
 
 
 def test_a_correct_device_replays_every_kind_of_call_ok() -> None:

@@ -80,8 +80,27 @@ _UNKNOWN = object()
 _GRAPH_OP = re.compile(r"torch\.ops\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)")
 
 
-@functools.cache
 def _branches_on_device(func: Any) -> bool:
+    """Whether the test's source branches on the device (Note [Op capture]).
+
+    Read once per test *template*: upstream's device-type instantiation makes a
+    new function object per variant, each ``functools.wraps`` of the one written
+    in the file (``getsource`` unwraps it anyway), so a cache keyed by the
+    variant's own function read and tokenized the same source for every variant
+    -- 23,523 times on ``test_unary_ufuncs.py``, most of the capture's cost there
+    (Note [Capture cost])."""
+    try:
+        func = inspect.unwrap(func)
+    except ValueError:  # a __wrapped__ cycle
+        pass
+    try:
+        return _source_branches(func)
+    except TypeError:  # unhashable: not a function getsource reads
+        return False
+
+
+@functools.cache
+def _source_branches(func: Any) -> bool:
     try:
         src = inspect.getsource(func)
     except (OSError, TypeError):
@@ -102,6 +121,7 @@ class OpCapture:
         self.mode: Any = None
         self.variant: str | None = None
         self.nodeid: str | None = None
+        self.item: pytest.Item | None = None
         self.file: str | None = None
         self.outcome: str | None = None
         self._log_handler: logging.Handler | None = None
@@ -145,13 +165,13 @@ class OpCapture:
     def pytest_runtest_protocol(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, Any, Any]:
-        from ootest.plugin.keys import FACTS, item_node_id
+        from ootest.plugin.keys import FACTS
 
         facts = item.stash.get(FACTS, None)
         if self.out is None or self.mode is None or facts is None:
             return (yield)
         self.variant, self.file = facts.variant_id, facts.file
-        self.nodeid = item_node_id(item)
+        self.item, self.nodeid = item, None  # the node ID only when an ops line needs it
         self.outcome = None
         self.mode.start()
         obj = getattr(item, "obj", None)
@@ -191,9 +211,13 @@ class OpCapture:
                 "error": error,
             }
         )
-        self.variant = None
+        self.variant, self.item = None, None
 
     def _ops(self, ops: dict[str, int], mode: str) -> dict[str, Any]:
+        if self.nodeid is None and self.item is not None:
+            from ootest.plugin.keys import item_node_id
+
+            self.nodeid = item_node_id(self.item)
         return {
             "kind": "ops",
             "variant_id": self.variant,
@@ -235,43 +259,72 @@ class OpCapture:
 
 
 def _make_mode(capture: OpCapture) -> Any:
-    """The recording dispatch mode (defined here: it needs torch, imported late)."""
+    """The recording dispatch mode (defined here: it needs torch, imported late).
+
+    Note [Capture cost]
+    A Python dispatch mode costs every call a trip through Python (about 3 us on
+    the 2-core CI machine), and following a composite kernel costs its inner calls
+    the same again: ``unbind`` of a 1024-row tensor reaches the recorder 1,025
+    times, ``abs`` on emu three times (``abs``, ``empty``, ``abs.out``). That is
+    the floor of this design; what the recorder adds per call on top is kept to
+    one dict lookup for the op and one for its (op, dtypes) statistics:
+
+    - ops are keyed by ``id(func)`` (an ``OpOverload``'s ``__hash__`` is Python
+      code, and a tuple key hashes it again on every lookup: five or six times per
+      call before); ``_Op`` keeps the overload alive, so its id is never reused;
+    - per (op, dtypes): ``[calls, largest elements, returned once]`` in one list,
+      mutated in place, where counts, sizes and the ends set were three lookups;
+    - a tensor's device is read only when it is not on the CPU (``Tensor.device``
+      builds a ``torch.device`` per call, ``is_cpu`` does not);
+    - a composite kernel is followed with the mode pushed back on torch's dispatch
+      stack directly: ``with self`` re-saves the mode flags, which inside
+      ``__torch_dispatch__`` are already set by the test's own ``with``;
+    - a call whose lists hold more arguments than an example may carry
+      (``stack`` of 1,024 slices) is not encoded at all (``calls.too_many``).
+
+    Measured on real ``test_unary_ufuncs.py`` (bench/README.md, "Op capture"):
+    the test bodies of ``test_batch_vs_slicing`` cost 2.1x plain under the old
+    recorder and 2.0x now, of which following composite kernels alone (the floor
+    above) is 1.7-1.8x. The bigger costs on that file were per variant, not per
+    call: ``_branches_on_device`` and the timeout watchdog (plugin/isolation.py).
+    """
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
     base: Any = TorchDispatchMode  # untyped: torch's own annotations are not strict-clean
     device = capture.core.device.name if capture.core.device else "privateuseone"
     tensor = torch.Tensor
-    names: dict[Any, str] = {}  # OpOverload -> "aten::add.Tensor"
     sig_names: dict[tuple[Any, ...], tuple[str, ...]] = {}  # dtypes -> distinct names, sorted
+    push = getattr(torch._C, "_push_on_torch_dispatch_stack", None)
+    pop = getattr(torch._C, "_pop_torch_dispatch_stack", None)
 
-    def device_dtypes(args: Any, kwargs: dict[str, Any], size: list[int]) -> tuple[Any, ...] | None:
-        """The dtypes of the call's tensors on the device, in argument order (and a
-        factory's ``dtype=``); None: nothing of the call is on the device. Adds
-        their elements to ``size[0]``."""
-        found: list[Any] = []
-        on = False
-        for a in args:
+    def scan(items: Any, found: list[Any]) -> int:
+        """Appends the dtypes of the tensors on the device among ``items`` (and in
+        their lists) to ``found``, in argument order; returns their elements."""
+        size = 0
+        for a in items:
             if isinstance(a, tensor):
-                if a.device.type == device:
+                if not a.is_cpu and a.device.type == device:
                     found.append(a.dtype)
-                    size[0] += a.numel()
+                    size += a.numel()
             elif isinstance(a, (list, tuple)):
                 for b in a:
-                    if isinstance(b, tensor) and b.device.type == device:
+                    if isinstance(b, tensor) and not b.is_cpu and b.device.type == device:
                         found.append(b.dtype)
-                        size[0] += b.numel()
-        if kwargs:
-            d = kwargs.get("device")
-            if d is not None and getattr(d, "type", str(d).partition(":")[0]) == device:
-                on = True
-                dt = kwargs.get("dtype")
-                if dt is not None:
-                    found.append(dt)
-            rest = device_dtypes(tuple(v for k, v in kwargs.items() if k != "device"), {}, size)
-            if rest is not None:
-                found += rest
-        return tuple(found) if found or on else None
+                        size += b.numel()
+        return size
+
+    def scan_kwargs(kwargs: dict[str, Any], found: list[Any]) -> tuple[int, bool]:
+        """``scan`` of the keyword arguments; a ``device=`` on the device (and its
+        factory's ``dtype=``) counts as on the device."""
+        on = False
+        d = kwargs.get("device")
+        if d is not None and getattr(d, "type", str(d).partition(":")[0]) == device:
+            on = True
+            dt = kwargs.get("dtype")
+            if dt is not None:
+                found.append(dt)
+        return scan([v for k, v in kwargs.items() if k != "device"], found), on
 
     def example(args: Any, kwargs: dict[str, Any]) -> str | None:
         try:
@@ -280,7 +333,6 @@ def _make_mode(capture: OpCapture) -> Any:
             return None
 
     keys = torch._C.DispatchKey
-    composite: dict[Any, Any] = {}
 
     def composite_key(func: Any) -> Any:
         """The composite kernel a call on the device runs, when the backend has none."""
@@ -293,115 +345,159 @@ def _make_mode(capture: OpCapture) -> Any:
                 return getattr(keys, k)
         return None
 
+    class _Op:
+        """One overload as the recorder knows it (Note [Capture cost])."""
+
+        __slots__ = ("following", "func", "key", "name")
+
+        def __init__(self, func: Any) -> None:
+            self.func = func  # keeps id(func) from being reused
+            self.name: str = func.name()
+            self.key: Any = composite_key(func)
+            self.following = False  # its composite kernel is being followed
+
+    ops: dict[int, _Op] = {}  # id(OpOverload) -> _Op
+
     class Recording(base):  # type: ignore[misc]
         @classmethod
         def ignore_compile_internals(cls) -> bool:
             return True  # compile as usual; graphs come from the aot_graphs log
 
         def start(self) -> None:
-            self.counts: dict[tuple[Any, tuple[Any, ...]], int] = {}  # (op, dtypes) -> calls
-            self.called: set[Any] = set()
-            self.signed: set[tuple[Any, tuple[str, ...]]] = set()  # (op, signature) written
+            self.called: set[int] = set()  # ops (by id) the variant called
+            # (op id, dtypes as torch passed them) -> [calls, elements of the largest
+            # call, whether a call of it returned already]
+            self.stats: dict[tuple[int, tuple[Any, ...]], list[Any]] = {}
+            self.signed: set[tuple[int, tuple[str, ...]]] = set()  # (op, signature) written
             self.stop: tuple[str | None, str | None] = (None, None)
-            self.following: set[Any] = set()  # ops whose composite kernel is being followed
-            # (op, dtypes) -> elements of its largest call, and its example when that
-            # is not the first call (written at the end, Note [Call examples])
-            self.sizes: dict[tuple[Any, tuple[Any, ...]], int] = {}
-            self.largest: dict[tuple[Any, tuple[Any, ...]], str] = {}
-            # (op, dtypes) and how a call of it ended (None: returned; else the
-            # exception class): one example each (Note [Call examples])
-            self.ends: set[tuple[tuple[Any, tuple[Any, ...]], Any]] = set()
-            self.ended_once: set[tuple[Any, tuple[Any, ...]]] = set()
+            # (op, dtypes) -> the example of its largest call when that is not the
+            # first call (written at the end, Note [Call examples])
+            self.largest: dict[tuple[int, tuple[Any, ...]], str] = {}
+            # (op, dtypes) and the exception class a call of it raised: one example
+            # each (Note [Call examples]); ``stats[call][2]`` is the same for returning
+            self.ends: set[tuple[tuple[int, tuple[Any, ...]], Any]] = set()
+            self.ended_once: set[tuple[int, tuple[Any, ...]]] = set()
 
         def largest_calls(self) -> list[tuple[str, str]]:
-            return [(names[f], spec) for (f, _), spec in self.largest.items()]
+            return [(ops[f].name, spec) for (f, _), spec in self.largest.items()]
 
         def counts_by_name(self) -> dict[str, int]:
             out: dict[str, int] = {}
-            for (f, _), n in self.counts.items():
-                name = names[f]
-                out[name] = out.get(name, 0) + n
+            for (f, _), st in self.stats.items():
+                name = ops[f].name
+                out[name] = out.get(name, 0) + st[0]
             return out
 
         def __torch_dispatch__(
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
         ) -> Any:
             kwargs = kwargs or {}
-            size = [0]
-            dtypes = device_dtypes(args, kwargs, size)
-            if dtypes is not None:  # calls off the device are neither recorded nor followed
-                key = composite.get(func, _UNKNOWN)
-                if key is _UNKNOWN:
-                    key = composite[func] = composite_key(func)
-                if key is not None and func not in self.following:
+            op = ops.get(id(func))
+            if op is None:
+                op = ops[id(func)] = _Op(func)
+            found: list[Any] = []
+            size = scan(args, found)
+            on = False
+            if kwargs:
+                more, on = scan_kwargs(kwargs, found)
+                size += more
+            st: list[Any] | None = None
+            call: tuple[int, tuple[Any, ...]] | None = None
+            if found or on:  # calls off the device are neither recorded nor followed
+                if op.key is not None and not op.following:
                     # no kernel of the backend's own: the backend receives what the
                     # composite kernel calls, so follow it (with the recorder on). A
                     # composite kernel that dispatches its own op again (``detach``)
                     # reaches the recorder once more: that call is recorded and run.
-                    self.following.add(func)
-                    try:
-                        with self:
-                            return func._op_dk(key, *args, **kwargs)
-                    finally:
-                        self.following.discard(func)
-                call = (func, dtypes)
-                n = self.counts.get(call)
-                if n is None:
-                    self.counts[call] = 1
-                    name = names.get(func)
-                    if name is None:
-                        name = names[func] = func.name()
-                    if func not in self.called:
-                        self.called.add(func)
-                        capture.first_call(name)
-                    sig = sig_names.get(dtypes)
-                    if sig is None:
-                        sig = sig_names[dtypes] = tuple(sorted({str(d)[6:] for d in dtypes}))
-                    if sig and (func, sig) not in self.signed:  # (f32, f32) and (f32,): one
-                        self.signed.add((func, sig))
-                        capture.first_dtypes(name, list(sig))
-                    self.sizes[call] = size[0]
-                    spec = example(args, kwargs)
-                    if spec is not None:
-                        capture.example(name, spec)
+                    return self._follow(op, args, kwargs)
+                dtypes = tuple(found)
+                call = (id(func), dtypes)
+                st = self.stats.get(call)
+                if st is None:
+                    st = self.stats[call] = [1, size, False]
+                    self._first(op, call, dtypes, args, kwargs)
                 else:
-                    self.counts[call] = n + 1
-                    if size[0] > self.sizes[call]:
-                        self.sizes[call] = size[0]
+                    st[0] += 1
+                    if size > st[1]:
+                        st[1] = size
                         spec = example(args, kwargs)
                         if spec is not None:
                             self.largest[call] = spec
-            else:
-                call = None
             try:
                 out = func(*args, **kwargs)
             except Exception as e:
                 if self.stop[0] is None:  # the innermost op: the one whose kernel raised
-                    name = names.get(func) or func.name()
-                    self.stop = (name, type(e).__name__)
+                    self.stop = (op.name, type(e).__name__)
                 if call is not None:
                     self.ended(call, type(e), args, kwargs)
                 raise
-            if call is not None and (call, None) not in self.ends:
+            if call is not None and st is not None and not st[2]:
                 self.ended(call, None, args, kwargs)
             return out
 
+        def _follow(self, op: _Op, args: Any, kwargs: dict[str, Any]) -> Any:
+            op.following = True
+            try:
+                if push is None or pop is None:  # a torch without them
+                    with self:
+                        return op.func._op_dk(op.key, *args, **kwargs)
+                push(self)
+                try:
+                    return op.func._op_dk(op.key, *args, **kwargs)
+                finally:
+                    pop(None)
+            finally:
+                op.following = False
+
+        def _first(
+            self,
+            op: _Op,
+            call: tuple[int, tuple[Any, ...]],
+            dtypes: tuple[Any, ...],
+            args: Any,
+            kwargs: dict[str, Any],
+        ) -> None:
+            """The first call of (op, dtypes) in this variant: its op, signature and
+            example are written before it runs (Notes [Op capture], [Call dtypes])."""
+            if call[0] not in self.called:
+                self.called.add(call[0])
+                capture.first_call(op.name)
+            sig = sig_names.get(dtypes)
+            if sig is None:
+                sig = sig_names[dtypes] = tuple(sorted({str(d)[6:] for d in dtypes}))
+            if sig and (call[0], sig) not in self.signed:  # (f32, f32) and (f32,): one
+                self.signed.add((call[0], sig))
+                capture.first_dtypes(op.name, list(sig))
+            spec = example(args, kwargs)
+            if spec is not None:
+                capture.example(op.name, spec)
+
         def ended(
-            self, call: tuple[Any, tuple[Any, ...]], how: Any, args: Any, kwargs: dict[str, Any]
+            self,
+            call: tuple[int, tuple[Any, ...]],
+            how: Any,
+            args: Any,
+            kwargs: dict[str, Any],
         ) -> None:
             """The first call of ``call`` to end this way (returned: ``how`` None, or
             raised an exception of class ``how``) is written down as an example when
             it is not the op's first call (already written; Note [Call examples])."""
-            if (call, how) in self.ends:
+            st = self.stats[call]
+            if how is None:
+                if st[2]:
+                    return
+                st[2] = True
+            elif (call, how) in self.ends:
                 return
-            self.ends.add((call, how))
+            else:
+                self.ends.add((call, how))
             if call not in self.ended_once:
                 self.ended_once.add(call)
-                if self.counts[call] == 1:
+                if st[0] == 1:
                     return  # the op's first call: its example is written already
             spec = example(args, kwargs)
             if spec is not None:
-                capture.example(names[call[0]], spec)
+                capture.example(ops[call[0]].name, spec)
 
     mode: Any = Recording()
     mode.start()
