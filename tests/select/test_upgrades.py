@@ -614,3 +614,24 @@ def test_a_persons_entry_goes_with_its_variant_into_another_files_block() -> Non
         "            - U::test_moves\n"
         "          mode: xfail\n"
     )
+
+
+def test_review_against_the_old_config_shows_moves_not_removed_and_added(
+    moved: dict[str, object],
+) -> None:
+    """select review --previous pairs a moved variant with its old line: decided as
+    before it is 'moved', not one removed and one added."""
+    from ootest.select.review import build_review
+
+    base, diff = moved["base"], moved["diff"]
+    assert isinstance(base, Path) and isinstance(diff, IndexDiff)
+    r = build_review(base / "up.yaml", previous=base / "suite.yaml")
+    assert r.changes is not None
+    kinds: dict[str, set[str]] = {}
+    for c in r.changes:
+        kinds.setdefault(c.kind, set()).update(c.ids)
+    pure = [m for m in diff.moved if not m.reasons]
+    assert {m.new for m in pure} <= kinds.get("moved", set()), kinds
+    assert not {m.old for m in diff.moved} & kinds.get("removed", set())
+    assert not {m.new for m in diff.moved} & kinds.get("added", set())
+    assert set(diff.removed) <= kinds.get("removed", set())

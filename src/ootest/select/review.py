@@ -15,7 +15,8 @@ a variant whose mode the config no longer gives as the sidecar does is counted a
   blocks and how many it would *unlock alone* (the variants skipped for missing
   ops whose only missing op it is, and no missing dtype);
 - **changes** against a previous config's sidecar (``--previous``): variants added,
-  removed, or decided otherwise (mode or reason), grouped by transition
+  removed, moved (an upgrade carried them to a new ID, Note [Moves]: compared with
+  their old line), or decided otherwise (mode or reason), grouped by transition
   (``skip op_unsupported -> mandatory_success ops_supported``) with the new
   evidence as the why.
 
@@ -25,6 +26,7 @@ the page is self-contained (Note [Self-contained pages]). No torch.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,7 +109,7 @@ class BlockingOp:
 
 @dataclass
 class Change:
-    kind: str  # added | removed | changed
+    kind: str  # changed | moved (decided as before, under its new ID) | added | removed
     before: str  # "mode code" or ""
     after: str
     count: int = 0
@@ -244,7 +246,7 @@ def build_review(config: Path, previous: Path | None = None) -> Review:
                     b.ids.append(vid)
     changes = None
     if previous is not None:
-        changes = _changes(_rows(previous), rows, edits)
+        changes = _changes(_rows(previous), rows, edits, _moved_from(config))
     return Review(
         config=str(config),
         variants=len(rows),
@@ -259,9 +261,39 @@ def build_review(config: Path, previous: Path | None = None) -> Review:
     )
 
 
-def _changes(old: list[Row], new: list[Row], edits: dict[str, tuple[str, str]]) -> list[Change]:
+def _moved_from(config: Path) -> dict[str, str]:
+    """New ID -> old ID of the variants an upgrade carried across a move (the
+    sidecar's ``moved_from``, Note [Moves])."""
+    out: dict[str, str] = {}
+    try:
+        lines = sidecar_path(config).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        if '"moved_from"' not in line:
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        new, old = row.get("decision", {}).get("variant_id"), row.get("moved_from")
+        if isinstance(new, str) and isinstance(old, str):
+            out[new] = old
+    return out
+
+
+def _changes(
+    old: list[Row],
+    new: list[Row],
+    edits: dict[str, tuple[str, str]],
+    moves: dict[str, str] | None = None,
+) -> list[Change]:
+    """What differs between two sidecars; a variant that moved (``moves``: new ID ->
+    old ID) is compared with its old line, not counted as one added and one removed."""
     before = {r[0]: r for r in old}
     after = {r[0]: r for r in new}
+    moves = {n: o for n, o in (moves or {}).items() if o in before and n not in before}
+    gone = set(moves.values())
     groups: dict[tuple[str, str, str], Change] = {}
 
     def put(kind: str, b: str, a: str, vid: str, why: tuple[str, ...]) -> None:
@@ -277,15 +309,17 @@ def _changes(old: list[Row], new: list[Row], edits: dict[str, tuple[str, str]]) 
     for vid, row in after.items():
         mode, reason = edits.get(vid, (row[1], row[2]))
         now = f"{mode} {reason_code(reason)}"
-        prev = before.get(vid)
+        prev = before.get(moves.get(vid, vid))
         if prev is None:
             put("added", "", now, vid, row[3])
         elif (prev[1], prev[2]) != (mode, reason):
             put("changed", f"{prev[1]} {reason_code(prev[2])}", now, vid, row[3] or (reason,))
+        elif vid in moves:
+            put("moved", now, now, vid, (f"moved from {moves[vid]}",))
     for vid, prev in before.items():
-        if vid not in after:
+        if vid not in after and vid not in gone:
             put("removed", f"{prev[1]} {reason_code(prev[2])}", "", vid, ())
-    order = {"changed": 0, "added": 1, "removed": 2}
+    order = {"changed": 0, "moved": 1, "added": 2, "removed": 3}
     return sorted(groups.values(), key=lambda c: (order[c.kind], -c.count, c.label))
 
 
