@@ -234,6 +234,33 @@ def test_select_run_on_a_full_disk_is_one_line_and_keeps_the_old_suite(
     assert (tmp_path / "s.yaml").read_text() == "old\n"
 
 
+def test_a_config_and_its_sidecar_are_written_both_or_neither(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The disk fills while the sidecar is written, after the config was: neither is
+    replaced (a new config beside an old sidecar would give its skips old reasons)."""
+    import ootest.atomic
+
+    tried("full disk")
+    _select_inputs(tmp_path, monkeypatch)
+    (tmp_path / "s.yaml").write_text("old\n")
+    (tmp_path / "s.evidence.jsonl").write_text("old sidecar\n")
+    real = ootest.atomic.os.fdopen
+    opened: list[int] = []
+
+    def second_fills(fd: int, *a: Any, **k: Any) -> Any:
+        opened.append(fd)
+        return _FullDisk(fd) if len(opened) == 2 else real(fd, *a, **k)
+
+    monkeypatch.setattr(ootest.atomic.os, "fdopen", second_fills)
+    rc, _, err = cli(capsys, "select", "run", "--variants", "v.jsonl", "--out", "s.yaml")
+    assert rc == 2 and len(opened) == 2
+    assert "s.yaml and s.evidence.jsonl are unchanged" in one_line(err)
+    assert (tmp_path / "s.yaml").read_text() == "old\n"
+    assert (tmp_path / "s.evidence.jsonl").read_text() == "old sidecar\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
 # ---------------------------------------------------------------- item 10: read-only targets
 def test_select_run_into_a_read_only_folder_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -818,7 +845,7 @@ def test_model_record_keeps_the_calls_of_a_script_that_dies(tmp_path: Path, deat
 
 # ---------------------------------------------------------------- the count
 #: Inputs the whole suite tries (each section's cases; raise it with a new case).
-EXPECTED_INPUTS = 66
+EXPECTED_INPUTS = 67
 
 
 def test_the_count_of_inputs(request: pytest.FixtureRequest) -> None:

@@ -19,7 +19,7 @@ import functools
 import os
 import stat
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -100,6 +100,31 @@ def write_atomic(path: Path, data: bytes | str | Callable[[BinaryIO], object]) -
     and a rename (text as UTF-8; a callable is given the open binary file to write
     to). The folder is created; on any error the temporary file is removed and the
     error raised, ``path`` untouched (Note [Files written only where asked])."""
+    write_all_atomic([(path, data)])
+
+
+Data = bytes | str | Callable[[BinaryIO], object]
+
+
+def write_all_atomic(items: Sequence[tuple[Path, Data]]) -> None:
+    """:func:`write_atomic` for files that belong together (a config and its evidence
+    sidecar): every one is written to its temporary file first, and only when all
+    are whole are they renamed into place, so a full disk or a failing writer leaves
+    every target as it was, never a new one beside an old one."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, data in items:
+            staged.append((_stage(path, data), path))
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _stage(path: Path, data: Data) -> str:
+    """``data`` whole in a new temporary file next to ``path``; its name."""
     _check_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -113,10 +138,11 @@ def write_atomic(path: Path, data: bytes | str | Callable[[BinaryIO], object]) -
         with contextlib.suppress(OSError):
             # mkstemp makes 0600; a written file gets the usual mode (umask applied)
             os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    finally:
+    except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        raise
+    return tmp
 
 
 def write_output(path: Path, data: bytes | str | Callable[[BinaryIO], object], what: str) -> None:
@@ -124,12 +150,22 @@ def write_output(path: Path, data: bytes | str | Callable[[BinaryIO], object], w
     the flag, e.g. ``--out``): an ``OSError`` (a read-only folder, a full disk, a
     device at the path) becomes one :class:`~ootest.errors.UserError` line and the
     target keeps its old contents."""
+    write_outputs([(path, data)], what)
+
+
+def write_outputs(items: Sequence[tuple[Path, Data]], what: str) -> None:
+    """:func:`write_all_atomic` as :func:`write_output` reports errors: one line, every
+    target unchanged."""
     from ootest.errors import UserError
 
     try:
-        write_atomic(path, data)
+        write_all_atomic(items)
     except OSError as e:
-        raise UserError(f"{what} {path}: {describe_os_error(e)}; {path} is unchanged") from None
+        names = " and ".join(str(p) for p, _ in items)
+        verb = "is" if len(items) == 1 else "are"
+        raise UserError(
+            f"{what} {items[0][0]}: {describe_os_error(e)}; {names} {verb} unchanged"
+        ) from None
 
 
 def describe_os_error(e: OSError) -> str:

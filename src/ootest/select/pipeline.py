@@ -320,11 +320,10 @@ def write(selection: Selection, out: Path) -> Written:
 
 
 def _write(out: Path, text: str, sidecar: str) -> None:
-    from ootest.atomic import write_output
+    from ootest.atomic import write_outputs
     from ootest.select.refine import sidecar_path
 
-    for path, data in ((out, text), (sidecar_path(out), sidecar)):
-        write_output(path, data, "--out")
+    write_outputs([(out, text), (sidecar_path(out), sidecar)], "--out")  # both or neither
 
 
 # ------------------------------------------------------------------ refine

@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from ootest.atomic import write_atomic
 from ootest.errors import UserError
@@ -289,19 +288,26 @@ def _unlink(path: Path) -> None:
         p.unlink(missing_ok=True)
 
 
-def _copy(src: Path, dst: Path) -> None:
-    """``src`` over ``dst`` through a temporary file and a rename."""
-    tmp = dst.with_name(f".{dst.name}.refresh.tmp")
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
+def _copy(src: Path, dst: Path, *more: tuple[Path, Path]) -> None:
+    """``src`` over ``dst`` (and each further pair), through unique temporary files
+    renamed only when all are whole (Note [Files written only where asked])."""
+    from ootest.atomic import write_all_atomic
+
+    def copier(source: Path) -> Callable[[BinaryIO], object]:
+        def put(fh: BinaryIO) -> None:
+            with open(source, "rb") as f:
+                shutil.copyfileobj(f, fh)
+
+        return put
+
+    write_all_atomic([(d, copier(s)) for s, d in ((src, dst), *more)])
 
 
 # ------------------------------------------------------------------ the steps
 def _begin(c: _Ctx) -> None:
     from ootest.select.refine import sidecar_path
 
-    _copy(c.job.config, c.before)
-    _copy(sidecar_path(c.job.config), sidecar_path(c.before))
+    _copy(c.job.config, c.before, (sidecar_path(c.job.config), sidecar_path(c.before)))
     c.facts["config_digest"] = _digest(c.job.config)
 
 
@@ -469,8 +475,7 @@ def _write(c: _Ctx) -> None:
         same = sidecar_path(c.staged).read_bytes() == sidecar_path(c.before).read_bytes()
         c.facts["decided_otherwise"] = not same
     if c.facts.get("decided_otherwise") and c.staged.is_file():
-        _copy(sidecar_path(c.staged), sidecar_path(config))
-        _copy(c.staged, config)
+        _copy(c.staged, config, (sidecar_path(c.staged), sidecar_path(config)))
     if c.facts.get("decided_otherwise"):
         _copy(c.new_db, c.job.memory)
     # else every decision and its evidence is as it was: the config, and the memory

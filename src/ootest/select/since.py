@@ -106,11 +106,13 @@ class Outcome:
         return head + (f" ({'; '.join(parts)})" if parts else "")
 
     def write(self) -> None:
-        from ootest.atomic import write_output
+        from ootest.atomic import write_outputs
 
-        write_output(self.out, self.new_text, "--out")
-        try:
-            write_output(sidecar_path(self.out), self.sidecar.write_to, "--out")
+        try:  # both or neither
+            write_outputs(
+                [(self.out, self.new_text), (sidecar_path(self.out), self.sidecar.write_to)],
+                "--out",
+            )
         finally:
             self.sidecar.close()  # the old file may be the one replaced
 
