@@ -432,7 +432,9 @@ def _build() -> Any:
             return _import_built(name, build_dir)  # another process built it meanwhile
         (build_dir / "lock").unlink(missing_ok=True)  # a baton left by a dead builder
         mod = _compile(name, build_dir)
-        (build_dir / _MARKER).write_text(torch.__version__ + "\n")
+        from ootest.atomic import write_atomic
+
+        write_atomic(build_dir / _MARKER, torch.__version__ + "\n")  # whole or absent
         return mod
 
 
