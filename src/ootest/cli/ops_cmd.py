@@ -37,6 +37,15 @@ def add_parser(sub: Any) -> Any:
     a.add_argument("captures", nargs="+", metavar="CAPTURE.jsonl")
     a = action("merge", "merge indexes (one per shard) into --db", merge)
     a.add_argument("sources", nargs="+", metavar="SHARD.db")
+    a.add_argument(
+        "--torch-version",
+        metavar="V",
+        help="the shards must be a capture of this torch version (checked, as every shard's "
+        "torch and tree are)",
+    )
+    a.add_argument(
+        "--tree-commit", metavar="SHA", help="the shards must be a capture of this test tree"
+    )
     a = action("tests-for", "the variants calling an op (overload or packet)", tests_for)
     a.add_argument("op", metavar="OP", help="aten::add.Tensor, aten::add, add, aten.add.Tensor")
     a.add_argument("--limit", type=int, default=50, help="rows shown (default 50; 0: all)")
@@ -154,9 +163,24 @@ def ingest(args: argparse.Namespace) -> int:
 def merge(args: argparse.Namespace) -> int:
     if any(Path(s).resolve() == Path(args.db).resolve() for s in args.sources):
         raise UserError(f"merge: --db {args.db} is also a source; merge into another file")
+    from ootest.opmap.shards import check_shards, read_shard, write_merged
+    from ootest.opmap.store import OpStore
+
+    records = []
+    for source in args.sources:  # every shard checked before anything is merged
+        with OpStore.open(source) as src:
+            records.append((str(source), read_shard(src.connection, str(source))))
+    whole = check_shards(records, torch_version=args.torch_version, tree_commit=args.tree_commit)
     with _store(args, create=True) as store:
         rep = merge_indexes(store, args.sources)
+        if whole is not None:
+            write_merged(store.connection, whole)
     _print_ingest(args.db, rep, "merged")
+    if whole is not None:
+        print(
+            f"all {whole.shards} shard(s) of torch {whole.torch_version} at tree "
+            f"{whole.tree_commit or '(unknown)'}"
+        )
     return 0
 
 
