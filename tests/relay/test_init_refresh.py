@@ -76,7 +76,7 @@ def test_the_workflow_is_valid_and_each_job_holds_only_what_it_needs(tmp_path: P
             assert "${{" not in s.get("run", ""), s  # values reach scripts through env:
             if "uses" in s:
                 assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", s["uses"]), s["uses"]
-            if s.get("uses", "").startswith("actions/checkout@") and job is refresh:
+            if s.get("uses", "").startswith("actions/checkout@"):
                 assert s["with"]["persist-credentials"] is False
     here = Path(sys.executable).parent / "check-jsonschema"
     lint = str(here) if here.exists() else shutil.which("check-jsonschema")
@@ -205,6 +205,10 @@ def test_the_pull_request_job_commits_the_two_files_and_opens_the_pr(tmp_path: P
     assert _git(origin, "show", f"{branch}:ootest.yaml") == "# refreshed\n"
     calls = gh.read_text().splitlines()
     body = f"{temp}/refresh/.ootest/refresh/pr.md"
+    # the checkout kept no credentials (artipacked): git pushes with GH_TOKEN, set up here
+    assert pr["steps"][0]["with"]["persist-credentials"] is False
+    assert calls[0] == "auth setup-git"
+    calls = calls[1:]
     assert calls[0] == f"pr list --head {branch} --state open --json number --jq .[0].number"
     assert calls[1] == (
         f"pr create --head {branch} --title ootest: refresh ootest.yaml to the newest PyTorch "

@@ -31,14 +31,33 @@ def add_parser(sub: Any) -> None:
         metavar="CRON",
         help="when the refresh runs (default weekly: '41 5 * * 1'; implies --refresh)",
     )
+    p.add_argument(
+        "--capture",
+        action="store_true",
+        help="also a workflow that captures the op map on emu:full in shards on GitHub-hosted "
+        "runners, merges and publishes it as a release asset; the refresh downloads it",
+    )
+    p.add_argument(
+        "--capture-schedule",
+        metavar="CRON",
+        help="when the capture runs (default weekly: '17 1 * * 1'; implies --capture)",
+    )
+    p.add_argument(
+        "--capture-shards",
+        type=int,
+        metavar="N",
+        help="shards of the capture, 1-256 (default 4; implies --capture)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite existing files")
     p.set_defaults(func=init_cmd)
 
 
 def init_cmd(args: argparse.Namespace) -> int:
-    from ootest.relay.init import WEEKLY, init
+    from ootest.relay.init import CAPTURE_SHARDS, CAPTURE_WEEKLY, WEEKLY, init
 
     refresh = args.refresh_schedule or (WEEKLY if args.refresh else None)
+    wants_capture = args.capture or args.capture_shards is not None
+    capture = args.capture_schedule or (CAPTURE_WEEKLY if wants_capture else None)
     written = init(
         Path(args.dir),
         args.device,
@@ -47,6 +66,8 @@ def init_cmd(args: argparse.Namespace) -> int:
         args.force,
         runs_on=args.runs_on,
         refresh=refresh,
+        capture=capture,
+        capture_shards=CAPTURE_SHARDS if args.capture_shards is None else args.capture_shards,
     )
     for path in written:
         print(f"wrote {path}")
