@@ -749,7 +749,7 @@ jobs:
           if ! gh release view "$tag" --repo "$GITHUB_REPOSITORY" > /dev/null 2>&1; then
             gh release create "$tag" --repo "$GITHUB_REPOSITORY" --prerelease --latest=false \\
               --title "ootest op map: torch $TORCH_VERSION, tree $TREE_COMMIT" \\
-              --notes "Captured on emu:full by ootest-capture-{device} (ootest ops capture, {shards} shards, merged by ootest ops merge)."
+              --notes "Captured on emu:full by the workflow ootest-capture-{device}: {shards} shards, merged when all arrived."
           fi
           gh release upload "$tag" "$RUNNER_TEMP/ootest-ops/{asset}" --repo "$GITHUB_REPOSITORY" --clobber
 """
