@@ -642,7 +642,7 @@ jobs:
     runs-on: ubuntu-latest
     permissions:
       contents: read
-    timeout-minutes: 350  # under GitHub-hosted runners' 6 hours: the upload below still runs
+    timeout-minutes: 350  # under GitHub-hosted runners' 6 hours
     strategy:
       fail-fast: false
       matrix:
@@ -673,7 +673,9 @@ jobs:
           name: ootest-ops-shard-${{{{ matrix.shard }}}}-of-{shards}
           path: .ootest/shard
       - name: capture this shard on emu:full
-        # --resume: the tests an earlier attempt finished are not run again
+        # --resume: the tests an earlier attempt finished are not run again. Its own
+        # timeout, under the job's, so the upload after it always runs.
+        timeout-minutes: 330
         run: ootest ops capture "$OOTEST_CONFIG" --device emu:full --db .ootest/shard/ops.db --shard "$SHARD/$SHARDS" --tree-commit "$TREE_COMMIT" --durations "$RUNNER_TEMP/ootest-durations/durations.jsonl" --resume -q
       - uses: {upload}
         if: always()
