@@ -75,7 +75,7 @@ def test_shards_record_themselves_merge_when_all_arrived_and_resume(tmp_path: Pa
         return db, r.stderr if r.returncode else ""
 
     s1, _ = capture(1)
-    s2, _ = capture(2)
+    s2, _ = capture(2, "--resume")  # nothing to resume yet: a fresh capture, as a first attempt
     first, second = _results(s1), _results(s2)
     assert len(first) + len(second) == 4 and not set(first) & set(second)
     assert len(first) == 1 and first[0] == vid, first

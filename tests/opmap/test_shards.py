@@ -151,3 +151,22 @@ def test_a_whole_index_among_shards_is_refused_and_whole_ones_merge_as_before(
     plain = ootest("ops", "merge", "whole.db", "--db", "plain.db", cwd=tmp_path)
     assert plain.returncode == 0, plain.stderr
     assert "shard(s)" not in plain.stdout
+
+
+def test_capture_refuses_a_bad_tree_commit_or_durations_before_running(tmp_path: Path) -> None:
+    from tests.conftest import ootest as ootest_cli
+
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    base = ("ops", "capture", "test_x.py", "--db", "s.db", "--shard", "1/2")
+    done = ootest_cli(*base, "--tree-commit", "main; echo pwned", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[0] == (
+        "ootest: error: ops capture: --tree-commit: expected a 40-hex git commit, "
+        "found 'main; echo pwned'"
+    )
+    done = ootest_cli(*base, "--durations", "nowhere.jsonl", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[0] == (
+        "ootest: error: ops capture: --durations nowhere.jsonl: no such results file"
+    )
+    assert not (tmp_path / "s.db.capture").exists()  # refused before anything ran
