@@ -325,3 +325,44 @@ def test_each_way_a_call_ends_is_written_down_once(tmp_path: Path) -> None:
     called = {op for x in recs if x.get("variant_id") == data and x["kind"] == "ops"
               for op in x["ops"]}  # fmt: skip
     assert called == {"aten::lift_fresh"}
+
+
+PRINTS_FILE = """
+import torch
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestPrint(TestCase):
+    @dtypes(torch.float32)
+    def test_message(self, device, dtype):
+        x = torch.tensor([0.5, -1.0, 2.0], device=device, dtype=dtype)
+        msg = f"input {x}"  # formatted eagerly, as upstream does for small inputs
+        self.assertEqual(x.neg().cpu(), torch.tensor([-0.5, 1.0, -2.0]), msg=msg)
+
+    @dtypes(torch.float32)
+    def test_silent(self, device, dtype):
+        x = torch.tensor([0.5, -1.0, 2.0], device=device, dtype=dtype)
+        self.assertEqual(x.neg().cpu(), torch.tensor([-0.5, 1.0, -2.0]))
+
+
+instantiate_device_type_tests(TestPrint, globals())
+"""
+
+
+def test_what_printing_a_device_tensor_does_is_recorded(tmp_path: Path) -> None:
+    # Note [Printed tensors]: torch prints with every mode off and converts the tensor
+    # to float64 on the device; a backend without float64 fails the test there.
+    r, cap = _capture(tmp_path, "test_print.py", PRINTS_FILE, "emu:full")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    ops, stops, recs = _stream(cap)
+    (message,) = [v for v in stops if "test_message" in v]
+    (silent,) = [v for v in stops if "test_silent" in v]
+    sigs = defaultdict(set)
+    for x in recs:
+        if x["kind"] == "dtypes":
+            sigs[x["variant_id"]].update(x["dtypes"])
+    assert "float64" in sigs[message], sigs[message]  # the formatter's conversion
+    assert "float64" not in sigs[silent], sigs[silent]
+    assert "aten::neg" in ops[silent] and "aten::masked_select" not in ops[silent]
+    assert stops[message]["outcome"] == stops[silent]["outcome"] == "passed"

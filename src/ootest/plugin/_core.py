@@ -48,6 +48,7 @@ from ootest.plugin.plan import (
 )
 from ootest.plugin.recorder import Recorder
 from ootest.plugin.selector import Selector
+from ootest.plugin.summary import LinearSummary
 from ootest.plugin.variant import variant_from_item
 from ootest.record.crash import die_with_parent
 from ootest.record.identity import FileKeys, backend_module, env_roots
@@ -200,6 +201,7 @@ class OotestPlugin:
             module=backend_module(device) if device else None,
         )
         config.stash[COLLECTION] = collection
+        config.pluginmanager.register(LinearSummary(), "ootest-summary")
         plugin = cls(
             config=config,
             cfg_path=cfg_path,

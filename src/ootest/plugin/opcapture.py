@@ -125,6 +125,8 @@ class OpCapture:
         self.file: str | None = None
         self.outcome: str | None = None
         self._log_handler: logging.Handler | None = None
+        self._unwatch_printing: Any = None
+        self.recording = False  # inside a test, with the mode on (Note [Printed tensors])
 
     # ---------------------------------------------------------------- session
     def pytest_configure(self, config: pytest.Config) -> None:
@@ -136,10 +138,14 @@ class OpCapture:
             self.out.write(self._provenance())
         self.mode = _make_mode(self)
         self._log_handler = _watch_aot_graphs(self)
+        self._unwatch_printing = _watch_printing(self)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self._log_handler is not None:
             _unwatch_aot_graphs(self._log_handler)
+        if self._unwatch_printing is not None:
+            self._unwatch_printing()
+            self._unwatch_printing = None
         if self.out is not None:
             self.out.close()
             self.out = None
@@ -179,7 +185,11 @@ class OpCapture:
             self.out.write({"kind": "device_branch", "variant_id": self.variant})
         try:
             with self.mode:
-                return (yield)
+                self.recording = True
+                try:
+                    return (yield)
+                finally:
+                    self.recording = False
         finally:
             self._finish()
 
@@ -502,6 +512,63 @@ def _make_mode(capture: OpCapture) -> Any:
     mode: Any = Recording()
     mode.start()
     return mode
+
+
+def _watch_printing(capture: OpCapture) -> Any:
+    """Note [Printed tensors]
+    Printing a device tensor (``repr``, ``str``, an f-string in a test's message) runs
+    tensor ops on the device: torch's formatter takes ``masked_select``, ``abs``,
+    ``ne``... of it and converts it to float64 there (torch 2.13 spares only MPS, MAIA
+    and XPU without fp64). A backend without float64 fails such a test in the
+    formatting, not in the op under test; upstream's ``test_reference_numerics_*``
+    build their message from the tensors eagerly when the input is small. torch
+    prints with every dispatch mode switched off (``torch._tensor_str._str`` runs
+    under ``_disable_current_modes()``), so the recorder would never see those calls
+    and neither selection nor the replay could know them. While a test runs under the
+    capture, ``_str`` of a tensor on the device is replaced by the same steps with the
+    recorder pushed back on the dispatch stack: the calls printing makes are recorded
+    (ops, dtypes, examples) like any other, and the printed text is torch's own.
+    Other modes stay off, as in torch's ``_str``. Returns the undo, or None where
+    this torch's printer does not have the shape this relies on (then printing is
+    not recorded, as before)."""
+    import torch
+    import torch._tensor_str as ts
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    original = getattr(ts, "_str", None)
+    intern = getattr(ts, "_str_intern", None)
+    push = getattr(torch._C, "_push_on_torch_dispatch_stack", None)
+    pop = getattr(torch._C, "_pop_torch_dispatch_stack", None)
+    no_functorch = getattr(torch._C, "_DisableFuncTorch", None)
+    if not (callable(original) and callable(intern) and push and pop and no_functorch):
+        return None
+    device = capture.core.device.name if capture.core.device else "privateuseone"
+
+    def _str(self: Any, *, tensor_contents: Any = None) -> Any:
+        mode = capture.mode
+        if (
+            not capture.recording
+            or mode is None
+            or not isinstance(self, torch.Tensor)
+            or self.is_cpu
+            or self.device.type != device
+        ):
+            return original(self, tensor_contents=tensor_contents)
+        with torch.no_grad(), _disable_current_modes():
+            guard = no_functorch()  # noqa: F841  (as torch's own _str)
+            push(mode)
+            try:
+                return intern(self, tensor_contents=tensor_contents)
+            finally:
+                pop(None)
+
+    ts._str = _str
+
+    def undo() -> None:
+        if ts._str is _str:
+            ts._str = original
+
+    return undo
 
 
 class _GraphLog(logging.Handler):
