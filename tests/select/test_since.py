@@ -791,3 +791,39 @@ def test_a_new_replay_re_decides_the_variants_whose_calls_it_judges_otherwise(
     rc, _, err = cli(capsys, *since, *SELECT, "--replay", "r1.jsonl", "--out", "c.yaml")
     assert rc == 0, err
     assert "evaluated 0 of" in err
+
+
+# ------------------------------------------------ history across changes (issue 34)
+def _results(path: Path, vid: str, outcome: str, times: list[float]) -> Path:
+    recs = [{"kind": "result", "variant_id": vid, "outcome": outcome, "time": t,
+             "phase": "call"} for t in times]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+def test_a_gate_added_upstream_never_loses_to_passes_seen_before_it(
+    work: Work, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """test_gate passed twice on the device, then upstream added @onlyCUDA: the
+    passes were of a test without the gate (Note [History across changes]); the
+    upgrade wrote 'mandatory_success observed_pass:2 (overrides upstream_skip)'."""
+    gate = f"{ALPHA}::test_gate"
+    for at in (1.0, 2.0):  # two runs
+        _results(work / "r.jsonl", gate, "passed", [at])
+        rc, _, err = cli(capsys, "select", "refine", "suite.yaml", "--results", "r.jsonl")
+        assert rc == 0, err
+    before = json.loads(sidecar_rows(work / "suite.evidence.jsonl")[gate])
+    assert [r["outcome"] for r in before["evidence"]["observed"]] == ["passed", "passed"]
+    rc, _, err = cli(capsys, "select", "run", "--since", "old.db", "--memory", "new.db",
+                     "--config", "suite.yaml", *SELECT)  # fmt: skip
+    assert rc == 0, err
+    row = json.loads(sidecar_rows(work / "suite.evidence.jsonl")[gate])
+    assert (row["decision"]["mode"], row["decision"]["reason"]) == ("skip", "upstream_skip")
+    assert row["evidence"]["observed"] == []
+    assert [r["outcome"] for r in row["history"]["observed"]] == ["passed", "passed"]
+    assert row["history"]["why"] == "the test's decorator, upstream gate changed"
+    assert modes(work / "suite.yaml", work.dir, [gate]) == {gate: "skip"}
+
+
+def sidecar_rows(path: Path) -> dict[str, str]:
+    return {json.loads(x)["decision"]["variant_id"]: x for x in path.read_text().splitlines()}
