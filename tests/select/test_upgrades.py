@@ -523,7 +523,15 @@ def test_after_a_helper_or_decorator_change_earlier_runs_are_history_only(
     failed = "test/test_helper.py::TestHelper::test_changes[dtype=float32]"
     crashed = "test/test_helper.py::TestPlainHelper::test_changes"
     decorated = "test/test_decorator.py::TestDecorator::test_changes[dtype=float32]"
+    # def test_changes(self, device="cpu") in a plain class: it ran on the CPU; the
+    # class becomes device-generic
+    on_cpu = "test/test_device.py::TestPlainDevice::test_changes"
+    imported = "test/test_import.py::TestImport::test_changes[dtype=float32]"
     results = [
+        {"kind": "result", "variant_id": on_cpu, "outcome": "passed", "time": 1.0,
+         "phase": "call"},
+        {"kind": "result", "variant_id": imported, "outcome": "failed", "time": 1.0,
+         "phase": "call", "message": "TypeError: boom"},
         {"kind": "result", "variant_id": failed, "outcome": "failed", "time": 1.0,
          "phase": "call", "message": "TypeError: boom"},
         {"kind": "result", "variant_id": crashed, "outcome": "crashed", "time": 1.0,
@@ -543,6 +551,16 @@ def test_after_a_helper_or_decorator_change_earlier_runs_are_history_only(
         assert row["decision"]["mode"] == "mandatory_success", row
     assert f["history"]["why"] == "the test's helper:_scale changed"
     assert d["history"]["why"] == "the test's decorator changed"
+    # its passes on the CPU are no evidence of the device
+    cpu = json.loads(rows[on_cpu])
+    assert cpu["changed"] == ["decorator", "device"]
+    assert cpu["evidence"]["observed"] == []
+    assert [r["outcome"] for r in cpu["history"]["observed"]] == ["passed"]
+    # an import changed: nothing says the test runs otherwise, its failure decides
+    i = json.loads(rows[imported])
+    assert i["changed"] == ["import"] and "history" not in i
+    assert [r["outcome"] for r in i["evidence"]["observed"]] == ["failed"]
+    assert i["decision"]["mode"] == "xfail_strict"
 
 
 def test_a_move_whose_old_variant_had_no_decision_is_decided(
