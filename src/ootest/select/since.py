@@ -442,6 +442,30 @@ def _held(
     return _ENCODE(row)
 
 
+_FILES = re.compile(r"^(\s*)files:[ \t]*(?:#.*)?$", re.M)
+
+
+def _lists_no_file(text: str) -> bool:
+    """Whether the config's ``files:`` (written as a block, as ``select run`` writes
+    it) is left with no item: YAML's null, which the schema rejects."""
+    m = _FILES.search(text, text.find("test_suite_config:") + 1)
+    if m is None:
+        return False
+    for line in text[m.end() :].splitlines():
+        body = line.strip()
+        if not body or body.startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip())
+        return indent < len(m[1]) or (indent == len(m[1]) and not body.startswith("-"))
+    return True
+
+
+def _first(error: str, limit: int = 120) -> str:
+    """An error's first line, at most ``limit`` characters."""
+    line = error.strip().partition("\n")[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def _read(config: Path) -> str:
     try:
         return config.read_text(encoding="utf-8")
@@ -521,6 +545,14 @@ def _finish(
         renames={o: n for n, o in origin.items()},
         evidence=evidence_of,
     )
+    if _lists_no_file(patched.text):
+        n = len(removed)
+        raise UserError(
+            f"{out}: every file of {config.name} left (its {n} variants were removed) and "
+            "the config would list no file, which 'ootest config validate' rejects; nothing "
+            "written. Check --memory (a memory of another tree?), or decide the new tree "
+            "with a full 'ootest select run'"
+        )
     held = set(patched.held) | {v for v in changes if v.partition("::")[0] in patched.unplaceable}
     total = side.totals()
     for vid in removed:
@@ -675,6 +707,16 @@ def upgrade(
             "a change (decorator, device flag, OpInfo entry, helper) can alter whether or "
             "how they run on the device, so those results decide nothing until they run again"
         )
+    if diff.not_collected:  # Note [Files not collected]
+        files = sorted(diff.not_collected)
+        shown = ", ".join(f"{f} ({_first(diff.not_collected[f])})" for f in files[:3])
+        more = f" and {len(files) - 3} more" if len(files) > 3 else ""
+        o.notes.append(
+            f"not collected: {shown}{more}: {len(diff.uncollected)} variants keep their "
+            "decisions and history until their files collect again"
+        )
+    # the variants of files not collected keep their rows, the new memory has none
+    rows_before -= len(side.old(diff.uncollected))
     unknown = dev.total - (rows_before - known) - len(why)
     if unknown > 0:
         o.notes.append(
