@@ -9,6 +9,15 @@ became, or stopped being, device-generic, or the collection's device flag
 changed): it still exists, under the same ID, and is modified, never removed.
 A removed variant that is an added one under another name is ``moved`` (Note
 [Moves]). Both indexes are opened read-only.
+
+Note [Files not collected]
+A test file the new index holds but could not collect (its collection failed:
+an import error; or it does not parse) has no variants there, yet nothing says
+its tests are gone: upstream's next commit, or a missing dependency installed,
+brings them back. Its old variants are therefore not ``removed`` (nor paired as
+moves) but ``uncollected``, with the file's error in ``not_collected``; ``select
+run --since`` keeps their decisions, names and history as they were and says so
+in one line (Note [Incremental selection]).
 """
 
 from __future__ import annotations
