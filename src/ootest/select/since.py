@@ -21,7 +21,9 @@ the config (Note [Config patches] says how it is edited):
   to; a pattern is left as it is, and the run says so, for review. A variant a
   person's entry decides keeps its decision, but its line takes the new fingerprint and
   ``changed`` (``held``), and the run lists it. Everything else is
-  kept as it was, byte for byte, sidecar lines included. With ``--replay`` (a
+  kept as it was, byte for byte, sidecar lines included, and so are the
+  variants of a file the new memory could not collect (Note [Files not
+  collected]: not removed; the run says so in one line). With ``--replay`` (a
   new ``ootest ops replay``: a new backend build, a new capture), the variants
   whose replay evidence changes (faults, or undeclared ops its calls cover) are
   decided again too (``changed: ["replay"]``); a replay the config's header
@@ -710,9 +712,9 @@ def upgrade(
     if diff.not_collected:  # Note [Files not collected]
         files = sorted(diff.not_collected)
         shown = ", ".join(f"{f} ({_first(diff.not_collected[f])})" for f in files[:3])
-        more = f" and {len(files) - 3} more" if len(files) > 3 else ""
+        rest = f" and {len(files) - 3} more" if len(files) > 3 else ""
         o.notes.append(
-            f"not collected: {shown}{more}: {len(diff.uncollected)} variants keep their "
+            f"not collected: {shown}{rest}: {len(diff.uncollected)} variants keep their "
             "decisions and history until their files collect again"
         )
     # the variants of files not collected keep their rows, the new memory has none
