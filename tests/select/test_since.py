@@ -821,7 +821,12 @@ def test_a_gate_added_upstream_never_loses_to_passes_seen_before_it(
     assert (row["decision"]["mode"], row["decision"]["reason"]) == ("skip", "upstream_skip")
     assert row["evidence"]["observed"] == []
     assert [r["outcome"] for r in row["history"]["observed"]] == ["passed", "passed"]
-    assert row["history"]["why"] == "the test's decorator, upstream gate changed"
+    assert row["history"]["why"] == (
+        "the test's decorator changed; an upstream gate was added ("
+        + row["evidence"]["upstream_skip"]
+        + ")"
+    )
+    assert "onlyCUDA" in row["evidence"]["upstream_skip"]
     assert modes(work / "suite.yaml", work.dir, [gate]) == {gate: "skip"}
 
 

@@ -660,3 +660,54 @@ def test_review_against_the_old_config_shows_moves_not_removed_and_added(
     assert not {m.old for m in diff.moved} & kinds.get("removed", set())
     assert not {m.new for m in diff.moved} & kinds.get("added", set())
     assert set(diff.removed) <= kinds.get("removed", set())
+
+
+def test_a_moved_variant_is_re_checked_against_this_runs_support(
+    moved: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34 item 3: only a move's history travels; its decision is made again
+    from this run's sources (the old decision was carried unevaluated)."""
+    base = moved["base"]
+    assert isinstance(base, Path)
+    for name in ("old.db", "new.db", "ops.db", "suite.yaml", "suite.evidence.jsonl"):
+        shutil.copy(base / name, tmp_path / name)
+    (tmp_path / "sup.txt").write_text("topk\nsum\nzeros\nones\nmul\n")  # no sort now
+    monkeypatch.chdir(tmp_path)
+    since = ["select", "run", "--since", "old.db", "--memory", "new.db", "--config", "suite.yaml"]
+    assert main([*since, *SELECT]) == 0
+    vid = f"{SORT}::TestSortDevice::test_sort[dtype=float32]"
+    row = json.loads(sidecar(Path("suite.evidence.jsonl"))[vid])
+    assert row["changed"] == ["moved"]
+    assert row["moved_from"] == f"{SORT}::TestSort::test_sort[dtype=float32]"
+    assert (row["decision"]["mode"], row["decision"]["reason"]) == (
+        "skip",
+        "op_unsupported:aten::sort",
+    )
+    assert modes(Path("suite.yaml"), tmp_path, [vid]) == {vid: "skip"}
+
+
+def test_a_moved_variant_finds_its_calls_under_its_old_id(
+    moved: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An op map captured from the old version knows a moved variant by its old ID
+    only: re-checked, it is decided from those calls, never 'not in the op map'."""
+    from tests.select.upgrade_trees import moves_version
+
+    base = moved["base"]
+    assert isinstance(base, Path)
+    for name in ("old.db", "new.db", "sup.txt", "suite.yaml", "suite.evidence.jsonl"):
+        shutil.copy(base / name, tmp_path / name)
+    _, spec_old = moves_version(False)
+    shutil.copy(capture(tmp_path / "cap.jsonl", spec_old, MOVE_OPS), tmp_path / "ops.db")
+    monkeypatch.chdir(tmp_path)
+    since = ["select", "run", "--since", "old.db", "--memory", "new.db", "--config", "suite.yaml"]
+    assert main([*since, *SELECT]) == 0
+    rows = sidecar(Path("suite.evidence.jsonl"))
+    vid = f"{SORT}::TestSortDevice::test_sort[dtype=float32]"
+    row = json.loads(rows[vid])
+    assert row["evidence"]["ops"] == ["aten::sort"]
+    assert row["decision"]["reason"] == "ops_supported"
+    diff = moved["diff"]
+    assert isinstance(diff, IndexDiff)
+    reasons = {m.new: json.loads(rows[m.new])["decision"]["reason"] for m in diff.moved}
+    assert "no_evidence" not in reasons.values(), reasons

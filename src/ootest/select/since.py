@@ -47,12 +47,12 @@ reaches of its imports is compared as its helpers), a new replay
 (``KEEPS_HISTORY``). After a change of the test's body (``INVALIDATES``) it is
 dropped (the line says ``dropped``: its runs were of other code). After any
 other change (a decorator, the device flag, an OpInfo or ModuleInfo entry, a
-helper; a variant that became a device variant, whose runs were on the CPU) and
-when an upstream gate (``upstream_skip``) was added since, it is kept in the
-line's ``history`` (``why``, ``observed``, ``cpu``, ``judge``) and decides
-nothing: runs made before ``@onlyCUDA`` was added never override it, and the
-variant is decided from the rules until it runs again (the refresh runs it;
-``select refine`` writes lines without it).
+helper; a variant that became a device variant, whose runs were on the CPU),
+and when the new evidence has an upstream gate (``upstream_skip``) the old one
+had not, it is kept in the line's ``history`` (``why``, ``observed``, ``cpu``,
+``judge``) and decides nothing: runs made before ``@onlyCUDA`` was added never
+override it, and the variant is decided from the rules until it runs again
+(the refresh runs it; ``select refine`` writes lines without it).
 """
 
 from __future__ import annotations
@@ -782,11 +782,14 @@ def _carry(
                 dropped += 1
             continue
         other = [c for c in changes if c.partition(":")[0] not in KEEPS_HISTORY]
-        if ev.upstream_skip and ev.upstream_skip != raw.get("upstream_skip"):
-            other.append("upstream gate")  # added since: never loses to earlier runs
-        if other:  # kept to read, deciding nothing until the variant runs again
+        whys = [f"the test's {', '.join(other)} changed"] if other else []
+        if ev.upstream_skip and not raw.get("upstream_skip"):
+            # a gate added since never loses to earlier runs (one there before, its
+            # text naming another class after a move, is the gate those runs passed)
+            whys.append(f"an upstream gate was added ({ev.upstream_skip})")
+        if whys:  # kept to read, deciding nothing until the variant runs again
             if seen or cpu is not None or "judge" in row or before:
-                kept: dict[str, Any] = {"why": f"the test's {', '.join(other)} changed"}
+                kept: dict[str, Any] = {"why": "; ".join(whys)}
                 if seen:
                     kept["observed"] = [dict(vars(r)) for r in seen]
                 if cpu is not None:
