@@ -37,8 +37,9 @@ for this variant, which are the same),
 ``import`` only within one file (another file imports other names; what the
 test reaches of them is in its helpers), and the device flag (``device``: the
 class became, or stopped being, device-generic). A move without reasons is the
-same test under another name: ``select run --since`` carries its decision; one
-with reasons is decided again, with its history (Note [Incremental selection]).
+same test under another name: ``select run --since`` decides it again from this
+run's sources, its history carried; after a move with reasons that history
+decides nothing until it runs again (Note [History across changes]).
 """
 
 from __future__ import annotations
