@@ -247,3 +247,34 @@ def test_inputs_the_device_cannot_take(monkeypatch: object) -> None:
     err = replay("aten::flip", "float64", [0, 0])
     assert (err["status"], err["error_path"], err["same_message"]) == ("ok", True, False), err
     assert str(err["detail"]).startswith("its inputs cannot be put on the device: error path")
+
+
+def test_a_call_with_tensors_on_both_sides_is_not_judged_by_the_cpus() -> None:
+    """Issue 34 item 4: a test checking the error for inputs on the CPU and the
+    device passes on the device (both raise what it expects); its recorded call,
+    replayed with that placement, raises on the device while the CPU (holding every
+    tensor) returns: no evidence either way, never a failure. A CPU scalar goes
+    anywhere: a call that raises with one is the device's failure."""
+    from ootest.device.replay_worker import replay_one
+
+    lib = torch.library.Library("ootest_apart", "DEF")
+    lib.define("apart(Tensor x, Tensor y) -> Tensor")
+    lib.impl("apart", lambda x, y: x + y, "CPU")
+
+    def device_kernel(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("Expected all tensors to be on the same device")
+
+    lib.impl("apart", device_kernel, "PrivateUse1")
+
+    def replay(*tensors: dict[str, object]) -> dict[str, object]:
+        call = json.dumps({"args": list(tensors), "kwargs": {}})
+        return replay_one({"key": "0" * 20, "op": "ootest_apart::apart", "call": call}, DEV)
+
+    on = {"T": "float32", "shape": [2], "dev": True, "v": [1.0, 2.0]}
+    off = {**on, "dev": False}
+    scalar = {"T": "float32", "shape": [], "dev": False, "v": [1.0]}
+    apart = replay(on, off)
+    assert apart["status"] == "unusable", apart
+    assert str(apart["detail"]).startswith("tensors on the CPU and the device: the device raised")
+    assert replay(on, on)["status"] == "failed"  # all on the device: its failure
+    assert replay(on, scalar)["status"] == "failed"

@@ -62,10 +62,9 @@ def test_renamed_parametrizations_are_moves_when_the_inputs_are_the_same(
     diff: IndexDiff,
 ) -> None:
     moved = {m.old: (m.new, m.reasons) for m in diff.moved}
-    # two renamed values: paired in the order the decorator lists them
+    # renamed subtests: paired by the values they name (subtest(1, name=...))
     assert moved[f"{PARAM}::test_param[x=one]"] == (f"{PARAM}::test_param[x=small]", ())
     assert moved[f"{PARAM}::test_param[x=two]"] == (f"{PARAM}::test_param[x=large]", ())
-    # one renamed value: the one left on each side
     assert moved[f"{PARAM}::test_single[n=n3]"] == (f"{PARAM}::test_single[n=three]", ())
 
 
@@ -97,9 +96,41 @@ def test_a_dtype_is_an_input_another_dtype_is_no_move() -> None:
 
     t = "t.py::T::test_x"
     assert _pair_variants([f"{t}[dtype=float32]"], [f"{t}[dtype=float64]"]) == []
-    # a renamed parameter key with the same values: the same inputs
-    assert _pair_variants([f"{t}[dtype=float32,n=1]"], [f"{t}[dtype=float32,size=1]"]) == [
-        (f"{t}[dtype=float32,n=1]", f"{t}[dtype=float32,size=1]", True)
+    # the same keys with the same values in another order: the same inputs
+    assert _pair_variants([f"{t}[dtype=float32,n=1]"], [f"{t}[n=1,dtype=float32]"]) == [
+        (f"{t}[dtype=float32,n=1]", f"{t}[n=1,dtype=float32]", True)
     ]
     # two renamed values nowhere in the decorators: not guessed
     assert _pair_variants([f"{t}[a=1]", f"{t}[a=2]"], [f"{t}[a=x]", f"{t}[a=y]"]) == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("[m=1,n=64]", "[m=64,n=1]"),  # the same values as a multiset: other inputs
+        ("[contiguous=True]", "[contiguous=False]"),  # the one left on each side
+        ("[n=2]", "[n=3]"),
+        ("[dtype=float32,n=1]", "[dtype=float32,size=1]"),  # a value under another key
+    ],
+)
+def test_other_inputs_are_never_a_move(old: str, new: str) -> None:
+    """Issue 34 item 3: a renamed parametrization pairs only identical inputs; the
+    multiset of values and 'the one left on each side' paired these."""
+    from ootest.memory._moves import _pair_variants
+
+    t = "t.py::T::test_x"
+    assert _pair_variants([t + old], [t + new]) == []
+
+
+def test_a_renamed_subtest_pairs_by_the_value_it_names() -> None:
+    from ootest.memory._moves import _pair_variants
+
+    t = "t.py::T::test_x"
+    old = '@parametrize("n", [subtest(3, name="n3"), subtest(4, name="n4")])'
+    new = '@parametrize("n", [subtest(4, name="four"), subtest(3, name="three")])'
+    got = _pair_variants([f"{t}[n=n3]", f"{t}[n=n4]"], [f"{t}[n=four]", f"{t}[n=three]"], old, new)
+    assert sorted(got) == [(f"{t}[n=n3]", f"{t}[n=three]", True),
+                           (f"{t}[n=n4]", f"{t}[n=four]", True)]  # fmt: skip
+    # a renamed subtest whose value changed too: other inputs
+    other = '@parametrize("n", [subtest(5, name="three")])'
+    assert _pair_variants([f"{t}[n=n3]"], [f"{t}[n=three]"], old, other) == []

@@ -791,3 +791,130 @@ def test_a_new_replay_re_decides_the_variants_whose_calls_it_judges_otherwise(
     rc, _, err = cli(capsys, *since, *SELECT, "--replay", "r1.jsonl", "--out", "c.yaml")
     assert rc == 0, err
     assert "evaluated 0 of" in err
+
+
+# ------------------------------------------------ history across changes (issue 34)
+def _results(path: Path, vid: str, outcome: str, times: list[float]) -> Path:
+    recs = [{"kind": "result", "variant_id": vid, "outcome": outcome, "time": t,
+             "phase": "call"} for t in times]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+def test_a_gate_added_upstream_never_loses_to_passes_seen_before_it(
+    work: Work, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """test_gate passed twice on the device, then upstream added @onlyCUDA: the
+    passes were of a test without the gate (Note [History across changes]); the
+    upgrade wrote 'mandatory_success observed_pass:2 (overrides upstream_skip)'."""
+    gate = f"{ALPHA}::test_gate"
+    for at in (1.0, 2.0):  # two runs
+        _results(work / "r.jsonl", gate, "passed", [at])
+        rc, _, err = cli(capsys, "select", "refine", "suite.yaml", "--results", "r.jsonl")
+        assert rc == 0, err
+    before = json.loads(sidecar_rows(work / "suite.evidence.jsonl")[gate])
+    assert [r["outcome"] for r in before["evidence"]["observed"]] == ["passed", "passed"]
+    rc, _, err = cli(capsys, "select", "run", "--since", "old.db", "--memory", "new.db",
+                     "--config", "suite.yaml", *SELECT)  # fmt: skip
+    assert rc == 0, err
+    row = json.loads(sidecar_rows(work / "suite.evidence.jsonl")[gate])
+    assert (row["decision"]["mode"], row["decision"]["reason"]) == ("skip", "upstream_skip")
+    assert row["evidence"]["observed"] == []
+    assert [r["outcome"] for r in row["history"]["observed"]] == ["passed", "passed"]
+    assert row["history"]["why"] == (
+        "the test's decorator changed; an upstream gate was added ("
+        + row["evidence"]["upstream_skip"]
+        + ")"
+    )
+    assert "onlyCUDA" in row["evidence"]["upstream_skip"]
+    assert modes(work / "suite.yaml", work.dir, [gate]) == {gate: "skip"}
+
+
+def sidecar_rows(path: Path) -> dict[str, str]:
+    return {json.loads(x)["decision"]["variant_id"]: x for x in path.read_text().splitlines()}
+
+
+# ------------------------------------------------------- files not collected (issue 34)
+def test_a_file_that_stops_importing_is_not_collected_not_removed(
+    work: Work, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Note [Files not collected]: test_beta.py fails to import in the new version
+    (index diff reported its variants removed, and the upgrade dropped their
+    decisions and history); they stay as they were, and the upgrade says so."""
+    from ootest.memory import BuildOptions, build_index
+    from ootest.memory._collect import FileCollection
+
+    root = suites.write(work / "broken", new=False)
+    (root / "test_beta.py").write_text(suites.BETA + "\nimport not_a_module_here\n")
+    inner = suites.collector(suites.V1)
+
+    def collect(files, settings, jobs, advance):  # type: ignore[no-untyped-def]
+        out, warnings = inner(files, settings, jobs, advance)
+        beta = "test/test_beta.py"
+        if beta in out:
+            out[beta] = FileCollection(beta, error="ModuleNotFoundError: not_a_module_here")
+        return out, warnings
+
+    build_index(BuildOptions(roots=(root,), db=work / "broken.db", torch_db=False),
+                collector=collect)  # fmt: skip
+    before = sidecar_rows(work / "suite.evidence.jsonl")
+    beta = sorted(v for v in before if v.startswith("test/test_beta.py::"))
+    assert len(beta) == 3
+    rc, out, err = cli(capsys, "index", "diff", "old.db", "broken.db")
+    assert rc == 0, err
+    assert out.splitlines()[0] == (
+        "0 of 10 variants changed (3 in 1 file not collected, kept as they were)"
+    )
+    rc, _, err = cli(capsys, "select", "run", "--since", "old.db", "--memory", "broken.db",
+                     "--config", "suite.yaml", *SELECT, "--out", "up.yaml")  # fmt: skip
+    assert rc == 0, err
+    assert (
+        "  not collected: test/test_beta.py (ModuleNotFoundError: not_a_module_here): "
+        "3 variants keep their decisions and history until their files collect again\n"
+    ) in err
+    assert "removed" in err and "0 removed" in err
+    after = sidecar_rows(work / "up.evidence.jsonl")
+    assert {v: after[v] for v in beta} == {v: before[v] for v in beta}
+    config = (work / "up.yaml").read_text()
+    body = config.partition("test_suite_config:")[2]
+    assert body == (work / "suite.yaml").read_text().partition("test_suite_config:")[2]
+    rc, _, err = cli(capsys, "config", "validate", "up.yaml", "--no-paths")
+    assert rc == 0, err
+
+
+def test_no_upgrade_writes_a_config_that_lists_no_file(
+    work: Work, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A memory in which every file of the config is gone: --since wrote
+    'files:' with nothing under it (rc 0; config validate rejects it, and a refresh
+    failed at its run step); a removed file's block left its '# 0 variants' line."""
+    rc, _, err = cli(capsys, "select", "run", "--memory", "old.db", *SELECT, "--out", "plain.yaml")
+    assert rc == 0, err  # no person's entry: nothing keeps a block
+    zeta = work / "zeta" / "test"
+    zeta.mkdir(parents=True)
+    (zeta / "test_zeta.py").write_text(suites.HEAD)
+    suites.build_memory(zeta, work / "z.db", {})
+    rc, _, err = cli(capsys, "select", "run", "--since", "old.db", "--memory", "z.db",
+                     "--config", "plain.yaml", *SELECT, "--out", "up.yaml")  # fmt: skip
+    assert (rc, err) == (
+        2,
+        "ootest: error: up.yaml: every file of plain.yaml left (its 10 variants were "
+        "removed) and the config would list no file, which 'ootest config validate' "
+        "rejects; nothing written. Check --memory (a memory of another tree?), or decide "
+        "the new tree with a full 'ootest select run'\n",
+    )
+    assert not (work / "up.yaml").exists()
+    # only gamma left: the other blocks go whole
+    gamma = suites.write(work / "gamma", new=True)
+    (gamma / "test_alpha.py").unlink()
+    (gamma / "test_beta.py").unlink()
+    suites.build_memory(
+        gamma, work / "g.db", {"test/test_gamma.py": suites.V2["test/test_gamma.py"]}
+    )
+    rc, _, err = cli(capsys, "select", "run", "--since", "old.db", "--memory", "g.db",
+                     "--config", "plain.yaml", *SELECT, "--out", "up.yaml")  # fmt: skip
+    assert rc == 0, err
+    text = (work / "up.yaml").read_text()
+    assert "# 0 variants" not in text and "test_alpha.py" not in text
+    rc, _, err = cli(capsys, "config", "validate", "up.yaml", "--no-paths")
+    assert rc == 0, err

@@ -432,13 +432,19 @@ def test_a_move_with_another_change_is_decided_again_with_its_history(
     row = json.loads(new["test/test_other.py::TestOtherPlain::test_plain_moved"])
     assert row["changed"] == ["moved", "decorator"]
     assert row["moved_from"] == "test/test_misc.py::TestMiscPlain::test_plain_moved"
-    assert [r["outcome"] for r in row["evidence"]["observed"]] == ["passed"]
-    assert row["decision"]["mode"] == "mandatory_success"
-    # evaluated: the added test_rewritten and the re-decided move; the rest carried
+    # Note [History across changes]: its passes were of the test without the
+    # decorator: kept to read, deciding nothing until it runs again
+    assert row["evidence"]["observed"] == []
+    assert [r["outcome"] for r in row["history"]["observed"]] == ["passed"]
+    assert row["history"]["why"] == "the test's decorator changed"
+    assert row["decision"]["reason"] == "no_device_ops"  # not observed_pass:2
+    # evaluated: the added test_rewritten and every move, re-checked against this
+    # run's scope, support and replay (only its history travels)
     assert (
-        "evaluated 2 of 11 variants (1 added; 0 modified; 9 moved (1 decided again); "
+        "evaluated 10 of 11 variants (1 added; 0 modified; 9 moved (1 changed otherwise); "
         "1 removed;" in err
     ), err
+    assert "1 re-decided variants keep their observed results as history only" in err
 
 
 def test_a_persons_entry_naming_a_variant_exactly_follows_it(moved: dict[str, object]) -> None:
@@ -499,12 +505,13 @@ def test_an_evidence_comment_never_holds_what_yaml_refuses() -> None:
     assert yaml.safe_load("a: 1\n" + "\n".join(lines) + "\n") == {"a": 1}
 
 
-def test_a_helper_change_drops_the_failures_seen_before_and_keeps_crashes(
+def test_after_a_helper_or_decorator_change_earlier_runs_are_history_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Note [Incremental selection]: runs of the code a test called before say
-    nothing of what it calls now (a real upgrade's helper change fixed 24 failures
-    the carried results kept xfail_strict), but a crash or a hang is kept."""
+    """Note [History across changes]: runs of the code a test called before, or
+    under other decorators, say nothing of how it runs now (a real upgrade's helper
+    change fixed 24 failures the carried results kept xfail_strict): they stay in
+    the line as history and the rules decide until it runs again."""
     files_old, spec_old = version(False)
     files_new, spec_new = version(True)
     build(tmp_path / "old", tmp_path / "old.db", files_old, spec_old)
@@ -516,7 +523,15 @@ def test_a_helper_change_drops_the_failures_seen_before_and_keeps_crashes(
     failed = "test/test_helper.py::TestHelper::test_changes[dtype=float32]"
     crashed = "test/test_helper.py::TestPlainHelper::test_changes"
     decorated = "test/test_decorator.py::TestDecorator::test_changes[dtype=float32]"
+    # def test_changes(self, device="cpu") in a plain class: it ran on the CPU; the
+    # class becomes device-generic
+    on_cpu = "test/test_device.py::TestPlainDevice::test_changes"
+    imported = "test/test_import.py::TestImport::test_changes[dtype=float32]"
     results = [
+        {"kind": "result", "variant_id": on_cpu, "outcome": "passed", "time": 1.0,
+         "phase": "call"},
+        {"kind": "result", "variant_id": imported, "outcome": "failed", "time": 1.0,
+         "phase": "call", "message": "TypeError: boom"},
         {"kind": "result", "variant_id": failed, "outcome": "failed", "time": 1.0,
          "phase": "call", "message": "TypeError: boom"},
         {"kind": "result", "variant_id": crashed, "outcome": "crashed", "time": 1.0,
@@ -530,12 +545,22 @@ def test_a_helper_change_drops_the_failures_seen_before_and_keeps_crashes(
     assert main([*since, *SELECT]) == 0
     rows = sidecar(Path("s.evidence.jsonl"))
     f, c, d = (json.loads(rows[v]) for v in (failed, crashed, decorated))
-    assert f["evidence"]["observed"] == [] and f["decision"]["mode"] == "mandatory_success"
-    assert f["dropped"] == "1 observed results: the test's helper:_scale changed"
-    assert c["decision"]["reason"].startswith("observed_crashed:SIGSEGV")
-    assert "dropped" not in c
-    # a decorator change leaves the code it ran: the failure is kept
-    assert d["decision"]["mode"] == "xfail_strict"
+    for row, outcome in ((f, "failed"), (c, "crashed"), (d, "failed")):
+        assert row["evidence"]["observed"] == []
+        assert [r["outcome"] for r in row["history"]["observed"]] == [outcome]
+        assert row["decision"]["mode"] == "mandatory_success", row
+    assert f["history"]["why"] == "the test's helper:_scale changed"
+    assert d["history"]["why"] == "the test's decorator changed"
+    # its passes on the CPU are no evidence of the device
+    cpu = json.loads(rows[on_cpu])
+    assert cpu["changed"] == ["decorator", "device"]
+    assert cpu["evidence"]["observed"] == []
+    assert [r["outcome"] for r in cpu["history"]["observed"]] == ["passed"]
+    # an import changed: nothing says the test runs otherwise, its failure decides
+    i = json.loads(rows[imported])
+    assert i["changed"] == ["import"] and "history" not in i
+    assert [r["outcome"] for r in i["evidence"]["observed"]] == ["failed"]
+    assert i["decision"]["mode"] == "xfail_strict"
 
 
 def test_a_move_whose_old_variant_had_no_decision_is_decided(
@@ -555,7 +580,7 @@ def test_a_move_whose_old_variant_had_no_decision_is_decided(
     capsys.readouterr()
     since = ["select", "run", "--since", "old.db", "--memory", "new.db", "--config", "suite.yaml"]
     assert main([*since, *SELECT]) == 0
-    assert "9 moved (2 decided again)" in capsys.readouterr().err
+    assert "9 moved (1 changed otherwise)" in capsys.readouterr().err
     row = json.loads(sidecar(Path("suite.evidence.jsonl"))[old.replace("n=n3", "n=three")])
     assert row["changed"] == ["moved"] and row["moved_from"] == old
     assert row["decision"]["reason"] == "ops_supported"
@@ -635,3 +660,54 @@ def test_review_against_the_old_config_shows_moves_not_removed_and_added(
     assert not {m.old for m in diff.moved} & kinds.get("removed", set())
     assert not {m.new for m in diff.moved} & kinds.get("added", set())
     assert set(diff.removed) <= kinds.get("removed", set())
+
+
+def test_a_moved_variant_is_re_checked_against_this_runs_support(
+    moved: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34 item 3: only a move's history travels; its decision is made again
+    from this run's sources (the old decision was carried unevaluated)."""
+    base = moved["base"]
+    assert isinstance(base, Path)
+    for name in ("old.db", "new.db", "ops.db", "suite.yaml", "suite.evidence.jsonl"):
+        shutil.copy(base / name, tmp_path / name)
+    (tmp_path / "sup.txt").write_text("topk\nsum\nzeros\nones\nmul\n")  # no sort now
+    monkeypatch.chdir(tmp_path)
+    since = ["select", "run", "--since", "old.db", "--memory", "new.db", "--config", "suite.yaml"]
+    assert main([*since, *SELECT]) == 0
+    vid = f"{SORT}::TestSortDevice::test_sort[dtype=float32]"
+    row = json.loads(sidecar(Path("suite.evidence.jsonl"))[vid])
+    assert row["changed"] == ["moved"]
+    assert row["moved_from"] == f"{SORT}::TestSort::test_sort[dtype=float32]"
+    assert (row["decision"]["mode"], row["decision"]["reason"]) == (
+        "skip",
+        "op_unsupported:aten::sort",
+    )
+    assert modes(Path("suite.yaml"), tmp_path, [vid]) == {vid: "skip"}
+
+
+def test_a_moved_variant_finds_its_calls_under_its_old_id(
+    moved: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An op map captured from the old version knows a moved variant by its old ID
+    only: re-checked, it is decided from those calls, never 'not in the op map'."""
+    from tests.select.upgrade_trees import moves_version
+
+    base = moved["base"]
+    assert isinstance(base, Path)
+    for name in ("old.db", "new.db", "sup.txt", "suite.yaml", "suite.evidence.jsonl"):
+        shutil.copy(base / name, tmp_path / name)
+    _, spec_old = moves_version(False)
+    shutil.copy(capture(tmp_path / "cap.jsonl", spec_old, MOVE_OPS), tmp_path / "ops.db")
+    monkeypatch.chdir(tmp_path)
+    since = ["select", "run", "--since", "old.db", "--memory", "new.db", "--config", "suite.yaml"]
+    assert main([*since, *SELECT]) == 0
+    rows = sidecar(Path("suite.evidence.jsonl"))
+    vid = f"{SORT}::TestSortDevice::test_sort[dtype=float32]"
+    row = json.loads(rows[vid])
+    assert row["evidence"]["ops"] == ["aten::sort"]
+    assert row["decision"]["reason"] == "ops_supported"
+    diff = moved["diff"]
+    assert isinstance(diff, IndexDiff)
+    reasons = {m.new: json.loads(rows[m.new])["decision"]["reason"] for m in diff.moved}
+    assert "no_evidence" not in reasons.values(), reasons

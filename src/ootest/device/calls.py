@@ -166,6 +166,26 @@ def _number(x: Any) -> Any:
     return x
 
 
+def places_apart(spec: Any) -> bool:
+    """Whether a call example holds tensors on the device and tensors (not 0-dim:
+    torch takes a CPU scalar anywhere) on the CPU: rebuilt with that placement on
+    the device, it may raise the cross-device error its test expects, which the
+    CPU, holding every tensor, cannot raise (Note [Replaying calls])."""
+    found: set[bool] = set()
+    todo: list[Any] = [spec]
+    while todo and len(found) < 2:
+        a = todo.pop()
+        if isinstance(a, list):
+            todo.extend(a)
+        elif isinstance(a, dict):
+            if "T" in a:
+                if a.get("dev") or a.get("shape"):
+                    found.add(bool(a.get("dev")))
+            else:
+                todo.extend(a.values())
+    return len(found) == 2
+
+
 def example_key(op: str, spec: str) -> str:
     """A call example's identity across indexes and replay files."""
     import hashlib

@@ -9,6 +9,15 @@ became, or stopped being, device-generic, or the collection's device flag
 changed): it still exists, under the same ID, and is modified, never removed.
 A removed variant that is an added one under another name is ``moved`` (Note
 [Moves]). Both indexes are opened read-only.
+
+Note [Files not collected]
+A test file the new index holds but could not collect (its collection failed:
+an import error; or it does not parse) has no variants there, yet nothing says
+its tests are gone: upstream's next commit, or a missing dependency installed,
+brings them back. Its old variants are therefore not ``removed`` (nor paired as
+moves) but ``uncollected``, with the file's error in ``not_collected``; ``select
+run --since`` keeps their decisions, names and history as they were and says so
+in one line (Note [Incremental selection]).
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from ootest.memory._fingerprint import (
     reasons,
     variant_components,
 )
-from ootest.memory._ids import template_of
+from ootest.memory._ids import file_of, template_of
 from ootest.memory._moves import Moved, find_moves
 from ootest.memory._store import chunks, connect, read_meta
 
@@ -55,11 +64,16 @@ class IndexDiff:
     #: found in the same passes, for ``select run --since``.
     device: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
     flipped: list[tuple[str, bool]] = field(default_factory=list, repr=False, compare=False)
+    #: Note [Files not collected]: file -> why the new index has no variants of it
+    #: (it does not parse, or its collection failed), and the old variants of those
+    #: files, in neither ``removed`` nor ``moved``
+    not_collected: dict[str, str] = field(default_factory=dict)
+    uncollected: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> int:
-        """Variants in either index."""
-        return self.new_total + len(self.removed)
+        """Variants in either index (those of files not collected once)."""
+        return self.new_total + len(self.removed) + len(self.uncollected)
 
     @property
     def changed(self) -> int:
@@ -83,6 +97,12 @@ class IndexDiff:
         """``2,140 of 31,870 variants changed: 1,702 opinfo, 311 body, 98 added``."""
         head = f"{self.changed:,} of {self.total:,} variants changed"
         counts = self.counts()
+        if self.not_collected:
+            n = len(self.not_collected)
+            head += (
+                f" ({len(self.uncollected):,} in {n} file{'s' if n > 1 else ''} not "
+                "collected, kept as they were)"
+            )
         if not counts:
             return head
         # "fingerprint": the digest changed and no component says why (another scheme)
@@ -101,6 +121,8 @@ class IndexDiff:
             "removed": self.removed,
             "modified": [{"id": m.id, "reasons": list(m.reasons)} for m in self.modified],
             "moved": [{"old": m.old, "new": m.new, "reasons": list(m.reasons)} for m in self.moved],
+            "not_collected": dict(sorted(self.not_collected.items())),
+            "uncollected": self.uncollected,
         }
 
 
@@ -166,6 +188,11 @@ def _diff(o: sqlite3.Connection, n: sqlite3.Connection) -> IndexDiff:
         ):
             d.removed.append(str(vid))
             d.device[str(vid)] = bool(device)
+    if d.removed:  # Note [Files not collected]: their variants stay
+        d.not_collected = _not_collected(n, {file_of(v) for v in d.removed})
+        if d.not_collected:
+            d.uncollected = [v for v in d.removed if file_of(v) in d.not_collected]
+            d.removed = [v for v in d.removed if file_of(v) not in d.not_collected]
     keys = {template_of(r[0]) for r in rows if r[1]}
     t_old, t_new = _templates(o, keys), _templates(n, keys)
     seen: dict[tuple[Any, ...], tuple[str, ...]] = {}  # variants of one template and entry
@@ -187,6 +214,29 @@ def _diff(o: sqlite3.Connection, n: sqlite3.Connection) -> IndexDiff:
         d.removed = [v for v in d.removed if v not in gone]
         d.added = [v for v in d.added if v not in came]
     return d
+
+
+def _not_collected(n: sqlite3.Connection, files: set[str]) -> dict[str, str]:
+    """Of ``files`` (of removed variants), those the new index holds but could not
+    collect: file -> why (its parse error, else its collection error)."""
+    out: dict[str, str] = {}
+    for part in chunks(sorted(files)):
+        marks = ",".join("?" * len(part))
+        for file, error in n.execute(
+            f"SELECT file, error FROM main.collected WHERE error IS NOT NULL AND file IN ({marks})",
+            part,
+        ):
+            out[str(file)] = str(error)
+        for key, facts in n.execute(
+            f"SELECT key, facts FROM main.facts WHERE key IN ({marks})", part
+        ):
+            try:
+                error = json.loads(facts).get("error")
+            except (ValueError, AttributeError):
+                continue
+            if error:
+                out[str(key)] = str(error)  # the cause: collecting it fails too
+    return out
 
 
 def _templates(con: sqlite3.Connection, keys: set[str]) -> dict[str, dict[str, str]]:

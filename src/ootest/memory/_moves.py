@@ -15,14 +15,15 @@ pairs removed variants with added ones that are the same test:
    ``unresolved`` (inherited from outside the file) pairs with nothing: nothing
    says it is the same code.
 2. **variants** of a template pair: the same axes (``[dtype=float32]``) first;
-   then the same inputs under other names (the axis values equal as a multiset:
-   a parametrization whose key was renamed); then, per op, module and dtype, the
-   one removed and the one added left (a renamed value, ``subtest(name=...)``),
-   or, when several are left on both sides, in the order their values appear in
-   the method's decorators on each side (``subtest(1, name="small"),
-   subtest(2, name="large")``), when every one of them appears there; otherwise
-   nothing is guessed. A dtype is an input: ``dtype=float32`` never pairs with
-   ``dtype=float64``. A renamed argument changes the body: no move.
+   then the same inputs under other names: each axis key with the same value,
+   in any order, a ``subtest(3, name="three")``'s name read as the value it
+   names (the method's decorators on each side say which), so a renamed subtest
+   is a move. Nothing less pairs: not the same values under other keys or as a
+   multiset (``[m=1,n=64]`` is not ``[m=64,n=1]``), not the one left on each
+   side (``[n=2]`` is not ``[n=3]``): two different inputs would share one
+   history, so they are one removed and one added. A dtype is an input:
+   ``dtype=float32`` never pairs with ``dtype=float64``. A renamed argument
+   changes the body: no move.
 
 A pair is a move. What else changed is said as reasons, compared without the
 identity that moved: helpers of the class are compared by member name
@@ -31,16 +32,19 @@ the method's and its class's decorators (the ``instantiate_*`` call names the
 class and may limit other devices: it does not matter to a variant that exists
 on the device on both sides; for a renamed variant, the decorators that make
 the variants, ``@parametrize``/``@dtypes``/``@ops``/``@modules``, are left out:
-a rename changes their text, and the pairing compared what they make),
+a rename changes their text, and the pairing compared the values they make
+for this variant, which are the same),
 ``import`` only within one file (another file imports other names; what the
 test reaches of them is in its helpers), and the device flag (``device``: the
 class became, or stopped being, device-generic). A move without reasons is the
-same test under another name: ``select run --since`` carries its decision; one
-with reasons is decided again, with its history (Note [Incremental selection]).
+same test under another name: ``select run --since`` decides it again from this
+run's sources, its history carried; after a move with reasons that history
+decides nothing until it runs again (Note [History across changes]).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import sqlite3
 from collections import defaultdict
@@ -149,15 +153,12 @@ def _pair_templates(
     return pairs
 
 
-_INPUT_KEYS = ("op", "dtype", "module")
-
-
 def _pair_variants(
     removed: list[str], added: list[str], old_text: str = "", new_text: str = ""
 ) -> list[tuple[str, str, bool]]:
     """(removed, added, renamed) variants of one template pair that are the same
     variant (Note [Moves], 2); ``old_text``/``new_text``: the method's decorators on
-    each side, where renamed values are looked for in order."""
+    each side, where a subtest's name is read as the value it names."""
     pairs: list[tuple[str, str, bool]] = []
 
     def bracket(vid: str) -> str:
@@ -175,60 +176,59 @@ def _pair_variants(
         else:
             pairs.append((r, a, False))
     rest_a = sorted(by_axes.values())
-    # the same inputs under other names: the axis values as a multiset
+    # the same inputs under other names: each axis key with the same value, a
+    # subtest's name read as the value it names (``subtest(3, name="three")``)
+    old_values, new_values = _subtests(old_text), _subtests(new_text)
 
-    def values(vid: str) -> tuple[str, ...]:
-        return tuple(sorted(v for _, v in axes_of(vid)))
+    def inputs(vid: str, named: Mapping[str, str | None]) -> tuple[tuple[str, str], ...] | None:
+        out = []
+        for key, value in axes_of(vid):
+            if value in named:
+                if named[value] is None:
+                    return None  # a name two subtests share: nothing says which
+                value = f"subtest({named[value]})"
+            out.append((key, value))
+        return tuple(sorted(out))
 
-    by_values: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    by_inputs: dict[tuple[tuple[str, str], ...], list[str]] = defaultdict(list)
     for a in rest_a:
-        by_values[values(a)].append(a)
-    still_r = []
+        got = inputs(a, new_values)
+        if got is not None:
+            by_inputs[got].append(a)
     for r in rest_r:
-        cands = by_values.get(values(r))
-        if cands:
-            pairs.append((r, cands.pop(0), True))
-        else:
-            still_r.append(r)
-    still_a = sorted(a for cands in by_values.values() for a in cands)
-
-    # one left on each side with the same op, module and dtype: a renamed value
-    def inputs(vid: str) -> tuple[str, ...]:
-        axes = dict(axes_of(vid))
-        return tuple(axes.get(k, "") for k in _INPUT_KEYS)
-
-    group_r: dict[tuple[str, ...], list[str]] = defaultdict(list)
-    group_a: dict[tuple[str, ...], list[str]] = defaultdict(list)
-    for r in still_r:
-        group_r[inputs(r)].append(r)
-    for a in still_a:
-        group_a[inputs(a)].append(a)
-    for key, rs in group_r.items():
-        as_ = group_a.get(key, [])
-        if len(rs) == 1 and len(as_) == 1:
-            pairs.append((rs[0], as_[0], True))
-        elif len(rs) == len(as_) > 1:
-            # several renamed: in the order their new names appear in the decorators
-            # (``subtest(1, name="small")``), when every one of them does
-            ro, ao = _in_order(rs, old_text), _in_order(as_, new_text)
-            if ro is not None and ao is not None:
-                pairs += [(r, a, True) for r, a in zip(ro, ao, strict=True)]
+        got = inputs(r, old_values)
+        cands = by_inputs.get(got) if got is not None else None
+        if cands and len(cands) == 1:
+            pairs.append((r, cands.pop(), True))
     return pairs
 
 
-def _in_order(vids: list[str], text: str) -> list[str] | None:
-    """``vids`` in the order their differing axis values first appear in ``text``
-    (None: one does not appear, or two at one place)."""
-    values = [tuple(v for k, v in axes_of(x) if k not in _INPUT_KEYS) for x in vids]
-    where = []
-    for vid, vals in zip(vids, values, strict=True):
-        found = [text.find(v) for v in vals if v]
-        if not found or min(found) < 0:
-            return None
-        where.append((max(found), vid))
-    if len({w for w, _ in where}) != len(where):
-        return None
-    return [vid for _, vid in sorted(where)]
+def _subtests(text: str) -> dict[str, str | None]:
+    """The values the ``subtest(..., name=N)`` calls of a method's decorators name:
+    N -> the subtest's arguments as source (None: two subtests share N)."""
+    out: dict[str, str | None] = {}
+    for line in text.splitlines():
+        try:
+            tree = ast.parse(line.removeprefix("@"), mode="eval")
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or _callee(node.func) != "subtest":
+                continue
+            name = next((k.value for k in node.keywords if k.arg == "name"), None)
+            if not isinstance(name, ast.Constant) or not isinstance(name.value, str):
+                continue
+            rest = [ast.unparse(a) for a in node.args]
+            rest += [f"{k.arg}={ast.unparse(k.value)}" for k in node.keywords if k.arg != "name"]
+            value = ", ".join(rest)
+            out[name.value] = value if out.get(name.value, value) == value else None
+    return out
+
+
+def _callee(node: ast.expr) -> str:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
 
 
 #: decorators that make a test's variants (its inputs): a rename changes their text,

@@ -24,7 +24,11 @@ device with the same values, runs the op on both and compares with
 - ``crashed``: the worker process died in this call (its signal);
 - ``timeout``: the call did not return within ``--timeout`` seconds;
 - ``unusable``: no evidence either way (the CPU reference died or hung; the call
-  cannot be rebuilt; the op does not exist in this torch; too large).
+  cannot be rebuilt; the op does not exist in this torch; too large; a call
+  holding tensors on the CPU and on the device, rebuilt with that placement,
+  raised on the device where the CPU, holding every tensor, returned: it may be
+  the cross-device error its test expects, so it decides nothing and the
+  variant is decided, and run, by the rest of its evidence).
 
 Calls run in a worker process (``ootest.device.replay_worker``) that writes
 which call it begins before it runs it; a crash or a hang costs that call and a

@@ -221,20 +221,34 @@ def _results(paths: Iterable[Path]) -> dict[str, list[Result]]:
 
 
 def gather(
-    candidates: list[Candidate], sources: Sources, support: Support, scope: Container[str] | None
+    candidates: list[Candidate],
+    sources: Sources,
+    support: Support,
+    scope: Container[str] | None,
+    aliases: Mapping[str, str] | None = None,
 ) -> list[Evidence]:
     """The evidence of every candidate (``scope``: which file keys are in scope,
-    ``select.scope.Scope``; None: all)."""
+    ``select.scope.Scope``; None: all). ``aliases``: a moved variant's old ID (Note
+    [Moves]), under which the op map and the replay may know its calls when they
+    know none under its new one."""
     cpu = _results(sources.reference)
     seen = _results(sources.results)
     ops_of: dict[str, OpEvidence] = {}
     replay: dict[str, Replayed] = {}
+    aliases = aliases or {}
     if sources.ops is not None:
         only = {c.variant_id for c in candidates}
+        only |= {aliases[v] for v in only if v in aliases}
         ops_of = _op_map(sources.ops, only)
         if sources.replay is not None:
             strict = {c.variant_id for c in candidates if c.checks_messages}
+            strict |= {aliases[v] for v in strict if v in aliases}
             replay = replayed(sources.ops, sources.replay, only, strict)
+        for new, old in aliases.items():  # the same test: its calls under its old name
+            if new not in ops_of and old in ops_of:
+                ops_of[new] = ops_of[old]
+                if old in replay:
+                    replay[new] = replay[old]
     elif sources.replay is not None:
         raise UserError(
             f"--replay {sources.replay}: the replayed calls are the op map's; pass --ops DB too"

@@ -665,7 +665,8 @@ def patch(
         held += h
         checks += c
         resolved[file] = (block, modes_before)
-        if block.summary_line is not None and modes is not None:
+        dropped = block.summary_line in ed.repl and ed.repl[block.summary_line] is None
+        if block.summary_line is not None and modes is not None and not dropped:
             count = modes(file, h)
             m = _SUMMARY.match(lines[block.summary_line])
             assert m is not None

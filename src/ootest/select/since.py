@@ -9,23 +9,21 @@ the config (Note [Config patches] says how it is edited):
   added or modified (their fingerprint changed: body, decorator, helper,
   import, OpInfo/ModuleInfo entry) and removed. Only the added and modified are
   decided again, with the same evidence and rules as a full run, plus their
-  history: the results observed on the device, the CPU reference and the
-  judge's record are carried from their old evidence lines, unless the test's
-  own body changed (``INVALIDATES``: its earlier runs were of other code; the
-  line says ``dropped``), and except the results other than crashes and hangs
-  when a helper it calls changed (``STALE``: a helper change fixed 24 failures of
-  a real upgrade that the carried results kept xfail_strict); a removed one
+  history where it still holds (Note [History across changes]); a removed one
   leaves the sidecar and the names that named exactly it. A moved one (Note
-  [Moves]: the same test under another name) takes its old line under its new
-  ID (``changed: ["moved"]``, ``moved_from``) and its decision, and is named
-  where its mode needs a name; it is decided again, with its history, only
-  when something else changed (``["moved", "decorator"]``). A person's entry
-  that named it by its exact or template name names it by its new name (within
-  its file) or is copied into the block of the file it moved to; a pattern is
-  left as it is, and the run says so, for review. A variant a person's
-  entry decides keeps its decision, but its line takes the new fingerprint and
+  [Moves]: the same test under another name) is decided again under its new ID
+  like any other (this run's scope, support and replay; the op map's calls of
+  its old ID when it has none under the new one), with its history
+  (``changed: ["moved"]``, or ``["moved", "decorator"]`` when something else
+  changed too, and ``moved_from``), and is named where its mode needs a name. A
+  person's entry that named it by its exact or template name names it by its
+  new name (within its file) or is copied into the block of the file it moved
+  to; a pattern is left as it is, and the run says so, for review. A variant a
+  person's entry decides keeps its decision, but its line takes the new fingerprint and
   ``changed`` (``held``), and the run lists it. Everything else is
-  kept as it was, byte for byte, sidecar lines included. With ``--replay`` (a
+  kept as it was, byte for byte, sidecar lines included, and so are the
+  variants of a file the new memory could not collect (Note [Files not
+  collected]: not removed; the run says so in one line). With ``--replay`` (a
   new ``ootest ops replay``: a new backend build, a new capture), the variants
   whose replay evidence changes (faults, or undeclared ops its calls cover) are
   decided again too (``changed: ["replay"]``); a replay the config's header
@@ -40,6 +38,21 @@ the config (Note [Config patches] says how it is edited):
 Both keep what people decided (entries without the ``ootest-select`` tag), update
 the header's provenance and decision counts, and write each re-decided variant's
 new evidence line with ``changed`` saying why it was decided again.
+
+Note [History across changes]
+A variant's history (the results observed on the device, the CPU reference, the
+judge's record) decides again after an upgrade only when no change can alter
+whether or how it runs on the device: a plain move, an import (what the test
+reaches of its imports is compared as its helpers), a new replay
+(``KEEPS_HISTORY``). After a change of the test's body (``INVALIDATES``) it is
+dropped (the line says ``dropped``: its runs were of other code). After any
+other change (a decorator, the device flag, an OpInfo or ModuleInfo entry, a
+helper; a variant that became a device variant, whose runs were on the CPU),
+and when the new evidence has an upstream gate (``upstream_skip``) the old one
+had not, it is kept in the line's ``history`` (``why``, ``observed``, ``cpu``,
+``judge``) and decides nothing: runs made before ``@onlyCUDA`` was added never
+override it, and the variant is decided from the rules until it runs again
+(the refresh runs it; ``select refine`` writes lines without it).
 """
 
 from __future__ import annotations
@@ -431,6 +444,30 @@ def _held(
     return _ENCODE(row)
 
 
+_FILES = re.compile(r"^(\s*)files:[ \t]*(?:#.*)?$", re.M)
+
+
+def _lists_no_file(text: str) -> bool:
+    """Whether the config's ``files:`` (written as a block, as ``select run`` writes
+    it) is left with no item: YAML's null, which the schema rejects."""
+    m = _FILES.search(text, text.find("test_suite_config:") + 1)
+    if m is None:
+        return False
+    for line in text[m.end() :].splitlines():
+        body = line.strip()
+        if not body or body.startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip())
+        return indent < len(m[1]) or (indent == len(m[1]) and not body.startswith("-"))
+    return True
+
+
+def _first(error: str, limit: int = 120) -> str:
+    """An error's first line, at most ``limit`` characters."""
+    line = error.strip().partition("\n")[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def _read(config: Path) -> str:
     try:
         return config.read_text(encoding="utf-8")
@@ -510,6 +547,14 @@ def _finish(
         renames={o: n for n, o in origin.items()},
         evidence=evidence_of,
     )
+    if _lists_no_file(patched.text):
+        n = len(removed)
+        raise UserError(
+            f"{out}: every file of {config.name} left (its {n} variants were removed) and "
+            "the config would list no file, which 'ootest config validate' rejects; nothing "
+            "written. Check --memory (a memory of another tree?), or decide the new tree "
+            "with a full 'ootest select run'"
+        )
     held = set(patched.held) | {v for v in changes if v.partition("::")[0] in patched.unplaceable}
     total = side.totals()
     for vid in removed:
@@ -599,27 +644,21 @@ def upgrade(
     origin = {new: old for old, new, _ in dev.moved}
     gone = set(removed)  # removed, not moved
     removed |= set(origin.values())
-    moved_lines = side.old(origin.values())
-    carried = {n: o for n, o in origin.items() if o in moved_lines}
-    for _, new, reasons in dev.moved:
-        if reasons or new not in carried:
-            why[new] = ("moved", *reasons)
-            carried.pop(new, None)
+    for _, new, reasons in dev.moved:  # re-checked like any other; its history travels
+        why[new] = ("moved", *reasons)
     if sources.replay is not None and sources.ops is not None:
         renamed = {o: n for n, o in origin.items()}
         for v in _replay_moved(config, sources):
             v = renamed.get(v, v)
-            if v in carried:  # what the replay says of it changed: decided again
-                why[v] = ("moved", "replay")
-                del carried[v]
+            if v in origin and "replay" not in why[v]:
+                why[v] = (*why[v], "replay")
             why.setdefault(v, ("replay",))
-    cands = from_memory(new_db, {*why, *carried})
+    cands = from_memory(new_db, why)
     fps = {c.variant_id: c.fingerprint for c in cands}
-    carried = {n: o for n, o in carried.items() if n in fps}
     why = {c.variant_id: why[c.variant_id] for c in cands if c.variant_id in why}
-    evidence = gather([c for c in cands if c.variant_id in why], sources, support, scope)
-    universe = device_ids(new_db, {v.partition("::")[0] for v in [*why, *carried, *removed]})
-    kept, priors, dropped = _carry(side, evidence, why, origin)
+    evidence = gather(cands, sources, support, scope, origin)
+    universe = device_ids(new_db, {v.partition("::")[0] for v in [*why, *removed]})
+    kept, priors, dropped, history = _carry(side, evidence, why, origin)
     decided = []
     for ev in evidence:
         d = decide_seen(ev)
@@ -633,9 +672,6 @@ def upgrade(
     for vid, more in kept.items():
         extra[vid] = {**more, **extra.get(vid, {})}  # a new judge record wins
     changes = {ev.variant_id: (ev, d, fps[ev.variant_id], why[ev.variant_id]) for ev, d in decided}
-    for new, old in carried.items():  # the same test under another name: as it was
-        ev, d = _moved_decision(moved_lines[old][0], new)
-        changes[new] = (ev, d, fps[new], ("moved",))
     for new, old in origin.items():
         if new in changes:
             extra[new] = {**extra.get(new, {}), "moved_from": old}
@@ -650,8 +686,8 @@ def upgrade(
     n_modified = len(changes) - n_added - n_replay - n_moved
     o.details = [f"{n_added} added", f"{n_modified} modified"]
     if n_moved:
-        again = sum(1 for n in origin if n in why)
-        o.details.append(f"{n_moved} moved" + (f" ({again} decided again)" if again else ""))
+        other = sum(1 for n in origin if n in changes and why[n] != ("moved",))
+        o.details.append(f"{n_moved} moved" + (f" ({other} changed otherwise)" if other else ""))
     if sources.replay is not None:
         o.details.append(f"{n_replay} by the replay")
     o.details.append(f"{len(gone)} removed")
@@ -665,10 +701,25 @@ def upgrade(
     if dropped:
         o.notes.append(
             f"{dropped} re-decided variants lost their observed results: the test body "
-            "or a helper it calls changed (the next run gives new ones; crashes and "
-            "hangs stay across a helper change)"
+            "changed (the next run gives new ones)"
         )
-    unknown = dev.total - (rows_before - known) - len(why) - len(carried)
+    if history:
+        o.notes.append(
+            f"{history} re-decided variants keep their observed results as history only: "
+            "a change (decorator, device flag, OpInfo entry, helper) can alter whether or "
+            "how they run on the device, so those results decide nothing until they run again"
+        )
+    if diff.not_collected:  # Note [Files not collected]
+        files = sorted(diff.not_collected)
+        shown = ", ".join(f"{f} ({_first(diff.not_collected[f])})" for f in files[:3])
+        rest = f" and {len(files) - 3} more" if len(files) > 3 else ""
+        o.notes.append(
+            f"not collected: {shown}{rest}: {len(diff.uncollected)} variants keep their "
+            "decisions and history until their files collect again"
+        )
+    # the variants of files not collected keep their rows, the new memory has none
+    rows_before -= len(side.old(diff.uncollected))
+    unknown = dev.total - (rows_before - known) - len(why)
     if unknown > 0:
         o.notes.append(
             f"at least {unknown} variants of {new_db} have no decision in {config.name} and "
@@ -677,26 +728,12 @@ def upgrade(
     return o
 
 
-def _moved_decision(line: bytes, vid: str) -> tuple[Evidence, Decision]:
-    """A moved variant's evidence and decision as its old line has them, under its
-    new ID (Note [Moves]: the same test, nothing else changed)."""
-    from ootest.select.refine import parse_row
-
-    ev, d, _ = parse_row(_renamed(line, vid))
-    return ev, d
-
-
 #: Changes after which a variant's earlier runs say nothing about it (Note
 #: [Incremental selection]): its own code is other code now.
 INVALIDATES = ("body",)
-#: Changes of the code a test calls (its helpers, ``setUp``): its earlier runs were
-#: of other code too, so they decide nothing now, except a crash or a hang, kept
-#: because learning it again costs a process or a timeout (Note [Incremental
-#: selection]; measured in bench/README.md, "Upgrades across real history": kept,
-#: 24 failures that a helper change fixed stayed xfail_strict, recall 84%).
-STALE = ("helper",)
-#: what a stale run still says
-KEPT_WHEN_STALE = ("crashed", "timeout")
+#: Changes that cannot alter whether or how a variant runs on the device (Note
+#: [History across changes]): its history decides as before.
+KEEPS_HISTORY = ("moved", "import", "replay", "added")
 
 
 def _carry(
@@ -704,13 +741,15 @@ def _carry(
     evidence: list[Evidence],
     why: Mapping[str, tuple[str, ...]],
     origin: Mapping[str, str] | None = None,
-) -> tuple[dict[str, dict[str, Any]], dict[str, Decision], int]:
+) -> tuple[dict[str, dict[str, Any]], dict[str, Decision], int, int]:
     """Carry each re-decided variant's history from its old evidence line into its
-    new evidence (in place): the results observed on the device and the CPU
-    reference (unless a change in ``INVALIDATES`` makes them another test's), and
-    the judge's record. Returns the extra keys per variant for its line (``judge``,
-    or ``dropped`` saying what was dropped and why), the judge's accepted
-    decisions, and how many variants had results dropped. ``origin``: a moved
+    new evidence (in place), Note [History across changes]: the results observed
+    on the device, the CPU reference and the judge's record decide again only when
+    every change is one of ``KEEPS_HISTORY``; after a change in ``INVALIDATES`` they
+    are dropped; after any other they are kept in the line's ``history`` and decide
+    nothing. Returns the extra keys per variant for its line (``judge``,
+    ``history``, or ``dropped``), the judge's accepted decisions, and how many
+    variants had results dropped and kept as history only. ``origin``: a moved
     variant's old ID, under which its history was recorded (Note [Moves])."""
     from ootest.select.rules import Result
 
@@ -718,7 +757,7 @@ def _carry(
     old = side.old([origin.get(ev.variant_id, ev.variant_id) for ev in evidence])
     extra: dict[str, dict[str, Any]] = {}
     priors: dict[str, Decision] = {}
-    dropped = 0
+    dropped = demoted = 0
     for ev in evidence:
         hit = old.get(origin.get(ev.variant_id, ev.variant_id))
         if hit is None:
@@ -729,36 +768,55 @@ def _carry(
             seen = [Result(**r) for r in raw.get("observed") or ()]
             cpu = Result(**raw["cpu"]) if raw.get("cpu") else None
             d = row.get("decision") or {}
+            before = row.get("history")
+            if before is not None and not isinstance(before, dict):
+                before = None
         except (ValueError, TypeError):
             continue  # an unreadable line: nothing to carry
-        stale = [c for c in why.get(ev.variant_id, ()) if c.partition(":")[0] in INVALIDATES]
+        changes = why.get(ev.variant_id, ())
+        stale = [c for c in changes if c.partition(":")[0] in INVALIDATES]
         if stale:
             if seen or cpu is not None:
                 what = f"{len(seen)} observed results" + (" and the CPU reference" if cpu else "")
                 extra[ev.variant_id] = {"dropped": f"{what}: the test {stale[0]} changed"}
                 dropped += 1
             continue
-        helper = [c for c in why.get(ev.variant_id, ()) if c.partition(":")[0] in STALE]
-        if helper:
-            kept = [r for r in seen if r.outcome in KEPT_WHEN_STALE]
-            if len(kept) < len(seen) or cpu is not None:
-                what = f"{len(seen) - len(kept)} observed results" + (
-                    " and the CPU reference" if cpu else ""
-                )
-                extra[ev.variant_id] = {"dropped": f"{what}: the test's {helper[0]} changed"}
-                dropped += 1
-            seen, cpu = kept, None
+        other = [c for c in changes if c.partition(":")[0] not in KEEPS_HISTORY]
+        whys = [f"the test's {', '.join(other)} changed"] if other else []
+        if ev.upstream_skip and not raw.get("upstream_skip"):
+            # a gate added since never loses to earlier runs (one there before, its
+            # text naming another class after a move, is the gate those runs passed)
+            whys.append(f"an upstream gate was added ({ev.upstream_skip})")
+        if whys:  # kept to read, deciding nothing until the variant runs again
+            if seen or cpu is not None or "judge" in row or before:
+                kept: dict[str, Any] = {"why": "; ".join(whys)}
+                if seen:
+                    kept["observed"] = [dict(vars(r)) for r in seen]
+                if cpu is not None:
+                    kept["cpu"] = dict(vars(cpu))
+                if "judge" in row:
+                    kept["judge"] = row["judge"]
+                if before:
+                    kept["before"] = before
+                extra[ev.variant_id] = {"history": kept}
+                demoted += 1
+            continue
         at = {r.at for r in ev.observed if r.at is not None}
         ev.observed = [r for r in seen if r.at is None or r.at not in at] + ev.observed
         if ev.cpu is None:
             ev.cpu = cpu
+        more: dict[str, Any] = {}
         if "judge" in row:
-            extra[ev.variant_id] = {"judge": row["judge"]}
+            more["judge"] = row["judge"]
+        if before:
+            more["history"] = before
+        if more:
+            extra[ev.variant_id] = more
         if d.get("source") == "model":
             priors[ev.variant_id] = Decision(
                 ev.variant_id, d["mode"], d["reason"], tuple(d.get("evidence") or ()), "model"
             )
-    return extra, priors, dropped
+    return extra, priors, dropped, demoted
 
 
 def _replay_moved(config: Path, sources: Sources) -> set[str]:
