@@ -190,6 +190,14 @@ def _found(rec: object) -> str:
     return f"a JSON {type(rec).__name__.replace('dict', 'object').replace('str', 'string')}"
 
 
+#: Note [Shared strings]: json parses every line's keys and values into strings of
+#: their own; a results file repeats its keys on every line and a few values
+#: (outcomes, modes, file keys, reason codes) on most. Sharing one string per text
+#: (keys, and values shorter than this) holds 250,000 results in 160 MB instead of
+#: 384 MB, at no cost in time (bench/scale_steps.py, bench/README.md).
+_SHARED_LEN = 48
+
+
 def read_records(path: Path, *, missing_ok: bool = True) -> list[Record]:
     """All well-formed records, in file order (torn lines are skipped).
 
@@ -209,6 +217,7 @@ def read_records(path: Path, *, missing_ok: bool = True) -> list[Record]:
     out: list[Record] = []
     content = known = False
     foreign: tuple[int, str] | None = None  # the first JSON line that is no record
+    shared: dict[str, str] = {}  # Note [Shared strings]
     for n, line in enumerate(raw.splitlines(), 1):
         if not line.strip():
             continue
@@ -222,6 +231,12 @@ def read_records(path: Path, *, missing_ok: bool = True) -> list[Record]:
         elif foreign is None:
             foreign = (n, _found(rec))
         if isinstance(rec, dict):
+            rec = {
+                shared.setdefault(k, k): (
+                    shared.setdefault(v, v) if type(v) is str and len(v) < _SHARED_LEN else v
+                )
+                for k, v in rec.items()
+            }
             rec.setdefault("kind", "result")
             out.append(rec)
     if content and not known and foreign is not None and not missing_ok:
