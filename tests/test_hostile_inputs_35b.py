@@ -217,3 +217,23 @@ def test_a_second_refresh_is_refused_naming_the_holder_and_a_dead_ones_lock_take
         proc.wait(10)
     done = _go(built, tr._job(built, at))  # the dead holder's lock is taken over
     assert (work / "pr.md").is_file() and done is not None
+
+
+# ---------------------------------------------------------------- item 7: unbounded inputs
+def test_index_build_warns_of_a_file_name_that_is_not_utf8_and_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    t = tmp_path / "t"
+    t.mkdir()
+    (t / "test_good.py").write_text("def test_good():\n    '''findable words here'''\n")
+    bad = os.fsencode(t) + b"/test_\xff\n::error::x.py"
+    with open(bad, "w") as fh:
+        fh.write("def test_bad():\n    pass\n")
+    rc, out, err = cli(capsys, "index", "build", "--root", "t", "--static-only", "--db", "m.db")
+    assert rc == 0, err
+    assert one_line(err) == (
+        f"warning: {tmp_path}/t/test_\\udcff\\n::error::x.py: its name is not UTF-8; not "
+        "indexed (rename it)"
+    )
+    assert "files: 1 " in out
