@@ -237,3 +237,40 @@ def test_index_build_warns_of_a_file_name_that_is_not_utf8_and_goes_on(
         "indexed (rename it)"
     )
     assert "files: 1 " in out
+
+
+_VARIANT = {"kind": "variant", "variant_id": "test_a.py::T::test_x[dtype=float32]",
+            "device_variant": True, "dtypes": ["float32"]}  # fmt: skip
+
+_PROFILES: dict[str, tuple[bytes, str]] = {
+    "deep_flow_sequence": (b"ops: " + b"[" * 10_000 + b"]" * 10_000 + b"\n",
+                           "p.yaml:1:1005: YAML syntax error: exceeded maximum nesting depth; "
+                           "fix the syntax"),
+    "deep_flow_mapping": (b"ops: " + b"{a: " * 10_000 + b"1" + b"}" * 10_000 + b"\n",
+                          "p.yaml:1:4002: YAML syntax error: exceeded maximum nesting depth; "
+                          "fix the syntax"),
+    "not_utf8": (b"ops: [aten::add.Tensor]\nname: \xff\xfe\n",
+                 "p.yaml:2: expected UTF-8 text; found the byte 0xff, which is not; save the "
+                 "file as UTF-8"),
+    "five_megabytes": (b"ops:\n" + b"  - aten::add.Tensor\n" * 250_000,
+                       "emu: profile {path}: expected at most 4,194,304 bytes; found more (a "
+                       "device or an endless stream?)"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(_PROFILES))
+def test_an_emu_profile_is_bounded_before_it_is_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    data, message = _PROFILES[name]
+    (tmp_path / "p.yaml").write_bytes(data)
+    (tmp_path / "v.jsonl").write_text(json.dumps(_VARIANT) + "\n")
+    started = time.monotonic()
+    rc, _, err = cli(capsys, "select", "run", "--variants", "v.jsonl", "--device",
+                     f"emu:{tmp_path / 'p.yaml'}", "--out", "s.yaml")  # fmt: skip
+    assert time.monotonic() - started < 20
+    assert rc == 2
+    text = message.format(path=tmp_path / "p.yaml")
+    want = text if text.startswith("emu:") else f"{tmp_path}/{text}"
+    assert one_line(err) == f"ootest: error: {want}"

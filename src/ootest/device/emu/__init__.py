@@ -163,21 +163,46 @@ def _profile_path(name_or_path: str, relative_to: Path | None = None) -> Path:
     return path
 
 
+#: The largest profile read: ours are ~1 KB; every aten op with a fault is ~1 MB.
+MAX_PROFILE_BYTES = 4 * 2**20
+
+
 class _Yaml:
     """A profile file's data with the position of every value (for messages)."""
 
     def __init__(self, path: Path) -> None:
         import yaml
 
+        from ootest.atomic import decode_text, read_bounded
+        from ootest.config.smallyaml import measure
+
         self.path = path
-        text = path.read_text()
+        # Note [Bounded reads of named files]: a profile is a path a user names
+        # (--device emu:PATH); bounded in bytes, then in depth and values before
+        # anything walks it (a 10,000-deep nesting was a RecursionError, 19 MB a
+        # minute and 1.7 GB of memory)
+        raw = read_bounded(path, "emu: profile", limit=MAX_PROFILE_BYTES)
+        text = decode_text(raw, str(path))
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         try:
-            self.node = yaml.compose(text)
+            self.node = yaml.compose(text, Loader=loader)
         except yaml.MarkedYAMLError as e:
             mark = e.problem_mark
             where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
             raise DeviceError(f"{where}: YAML syntax error: {e.problem}; fix the syntax") from None
-        self.data = yaml.safe_load(text) or {}
+        except (yaml.YAMLError, RecursionError) as e:
+            raise DeviceError(f"{path}: YAML syntax error: {e}; fix the syntax") from None
+        if self.node is None:
+            self.data: Any = {}
+            return
+        measure(self.node, str(path))
+        constructor = yaml.SafeLoader("")
+        try:
+            self.data = constructor.construct_document(self.node) or {}
+        except yaml.YAMLError as e:
+            raise DeviceError(f"{path}: expected plain YAML data; found {e}") from None
+        finally:
+            constructor.dispose()
 
     def problem(self, keys: tuple[str | int, ...], message: str, *, key: bool = False) -> Problem:
         """A problem at ``keys`` (at the key itself when ``key``), placed at the
