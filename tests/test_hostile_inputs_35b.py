@@ -274,3 +274,47 @@ def test_an_emu_profile_is_bounded_before_it_is_parsed(
     text = message.format(path=tmp_path / "p.yaml")
     want = text if text.startswith("emu:") else f"{tmp_path}/{text}"
     assert one_line(err) == f"ootest: error: {want}"
+
+
+def _ootest(*argv: str, cwd: Path, timeout: float = 60,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """``ootest ARGV`` in a child process, killed at ``timeout`` (a hang fails the
+    test instead of hanging it)."""
+    try:
+        return subprocess.run([sys.executable, "-m", "ootest.cli", *argv], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"ootest {' '.join(argv)} still ran after {timeout} s")
+
+
+_KEY_FILES = {
+    "dev_zero": "is a device, pipe or socket; expected a regular file",
+    "fifo": "is a device, pipe or socket; expected a regular file",
+    "fifty_megabytes": "expected at most 65,536 bytes; found 52,428,800",
+    "not_utf8": None,
+}
+
+
+@pytest.mark.parametrize("name", sorted(_KEY_FILES))
+def test_the_judge_key_file_is_a_regular_file_read_bounded(tmp_path: Path, name: str) -> None:
+    (tmp_path / "v.jsonl").write_text(json.dumps(_VARIANT) + "\n")
+    key = tmp_path / "key"
+    if name == "dev_zero":
+        key = Path("/dev/zero")
+    elif name == "fifo":
+        os.mkfifo(key)  # no writer: opening it to read blocks forever
+    elif name == "fifty_megabytes":
+        with open(key, "wb") as fh:  # sparse: costs no disk
+            fh.truncate(50 * 2**20)
+    else:
+        key.write_bytes(b"sk-\xff\xfe\n")
+    r = _ootest("select", "run", "--variants", "v.jsonl", "--out", "s.yaml", "--judge",
+                "--judge-endpoint", "http://127.0.0.1:9/v1", "--judge-model", "m",
+                "--judge-key-file", str(key), cwd=tmp_path, timeout=30)  # fmt: skip
+    why = _KEY_FILES[name]
+    want = f"--judge-key-file {key}: {why}" if why else (
+        f"--judge-key-file {key}:1: expected UTF-8 text; found the byte 0xff, which is not; "
+        "save the file as UTF-8"
+    )
+    assert (r.returncode, one_line(r.stderr)) == (2, f"ootest: error: {want}")
+    assert not (tmp_path / "s.yaml").exists()
