@@ -318,3 +318,26 @@ def test_the_judge_key_file_is_a_regular_file_read_bounded(tmp_path: Path, name:
     )
     assert (r.returncode, one_line(r.stderr)) == (2, f"ootest: error: {want}")
     assert not (tmp_path / "s.yaml").exists()
+
+
+def test_forged_results_make_a_bounded_report_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """3,000 ops x 600 dtypes of forged results: the op x dtype table was every op
+    by every dtype (a 21 MB page here, 3.6 GB from 12 MB of results)."""
+    monkeypatch.chdir(tmp_path)
+    with open("r.jsonl", "w") as fh:
+        for i in range(3000):
+            rec = {"kind": "result", "variant_id": f"test/t{i}.py::C::test_{i}",
+                   "file": f"test/t{i}.py",
+                   "outcome": "passed", "op": f"op{i}", "dtype": f"d{i % 600}", "time": 1.0}
+            fh.write(json.dumps(rec) + "\n")  # fmt: skip
+    rc, _, err = cli(capsys, "report", "r.jsonl", "--format", "html", "-o", "r.html")
+    assert rc == 0, err
+    page = (tmp_path / "r.html").read_text()
+    assert len(page) < 4_000_000, len(page)  # the bounds give ~3 MB at most
+    assert (
+        "The 500 ops and 40 dtypes that ran the most variants are shown; 2500 ops and 560 "
+        "dtypes are not (the results file has them).</p>"
+    ) in page
+    assert "<p><i>1000 more files not listed (the results file and the JUnit XML have every " in page
