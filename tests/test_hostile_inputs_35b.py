@@ -278,13 +278,18 @@ def test_an_emu_profile_is_bounded_before_it_is_parsed(
 
 def _ootest(*argv: str, cwd: Path, timeout: float = 60,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    """``ootest ARGV`` in a child process, killed at ``timeout`` (a hang fails the
-    test instead of hanging it)."""
+    """``ootest ARGV`` in a child process, killed with all its children at
+    ``timeout`` (a hang fails the test instead of hanging it)."""
+    proc = subprocess.Popen([sys.executable, "-m", "ootest.cli", *argv], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
     try:
-        return subprocess.run([sys.executable, "-m", "ootest.cli", *argv], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=timeout)  # fmt: skip
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         pytest.fail(f"ootest {' '.join(argv)} still ran after {timeout} s")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 _KEY_FILES = {
@@ -341,3 +346,41 @@ def test_forged_results_make_a_bounded_report_page(
         "dtypes are not (the results file has them).</p>"
     ) in page
     assert "<p><i>1000 more files not listed (the results file and the JUnit XML have every " in page
+
+
+# ---------------------------------------------------------------- item 8: deadlines
+def _hanging_backend(base: Path) -> dict[str, str]:
+    """A backend module whose import never returns, beside a torch stand-in that
+    imports at once (the probe imports torch first): the environment of a child."""
+    fake = base / "site"
+    (fake / "torch").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text("__version__ = '0+stand-in'\n")
+    (fake / "hangmod.py").write_text("import time\ntime.sleep(3600)\n")
+    return {**os.environ, "PYTHONPATH": str(fake), "OOTEST_PROBE_TIMEOUT": "3"}
+
+
+@pytest.mark.parametrize("argv", [
+    ["select", "run", "--variants", "v.jsonl", "--out", "s.yaml"],
+    ["ops", "missing"],
+], ids=["select_run", "ops_missing"])  # fmt: skip
+def test_a_backend_whose_import_hangs_meets_the_probes_deadline(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    (tmp_path / "v.jsonl").write_text(json.dumps(_VARIANT) + "\n")
+    env = _hanging_backend(tmp_path)
+    started = time.monotonic()
+    r = _ootest(*argv, "--device", "hangmod:hang", cwd=tmp_path, env=env, timeout=60)
+    took = time.monotonic() - started
+    assert r.returncode == 2 and took < 30, (took, r.stderr)
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0] == (
+        "ootest: probing the backend hangmod:hang in a child process (deadline 3 s: "
+        "OOTEST_PROBE_TIMEOUT=3)"
+    )
+    assert "ootest: probe: still importing the backend module 'hangmod' (1 s of 3 s)" in lines
+    assert lines[-1] == (
+        "ootest: error: --device hangmod:hang: the probe gave no answer within 3 s; it was "
+        "still importing the backend module 'hangmod'; check that it returns (python -c "
+        "'import torch, hangmod'), or give it longer with OOTEST_PROBE_TIMEOUT=SECONDS"
+    )
