@@ -384,3 +384,79 @@ def test_a_backend_whose_import_hangs_meets_the_probes_deadline(
         "still importing the backend module 'hangmod'; check that it returns (python -c "
         "'import torch, hangmod'), or give it longer with OOTEST_PROBE_TIMEOUT=SECONDS"
     )
+
+
+class _Trickle:
+    """A loopback relay that answers every request with its headers one line at
+    a time, a line every 0.3 s, for at most 30 s (bounded: the test never hangs
+    longer, whatever the client does)."""
+
+    def __init__(self, body_too: bool) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.5)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.body_too, self.requests, self.stop = body_too, 0, False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import socket
+
+        ends = time.monotonic() + 30
+        while not self.stop and time.monotonic() < ends:
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            self.requests += 1
+            with conn:
+                conn.settimeout(5)
+                try:
+                    conn.recv(65536)
+                    if self.body_too:  # whole headers at once, then a body without end
+                        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n")
+                    else:
+                        conn.sendall(b"HTTP/1.1 200 OK\r\n")
+                    while not self.stop and time.monotonic() < ends:
+                        conn.sendall(b"x" if self.body_too else b"X-Slow: 1\r\n")
+                        time.sleep(0.3)
+                except OSError:
+                    continue
+
+    def close(self) -> None:
+        self.stop = True
+        self.thread.join(10)
+        self.sock.close()
+
+
+@pytest.mark.parametrize("body_too", [False, True], ids=["headers", "body"])
+def test_relay_report_against_a_trickling_relay_ends_at_the_attempts_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    body_too: bool,
+) -> None:  # fmt: skip
+    for k, v in {"OOTEST_RELAY_TOKEN": "t", "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "1",
+                 "RUNNER_TEMP": str(tmp_path)}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    relay = _Trickle(body_too)
+    started = time.monotonic()
+    try:
+        rc, _, err = cli(capsys, "relay", "report", "--relay-url", relay.url, "--status",
+                         "completed", "--conclusion", "success", "--nightly", "a" * 40,
+                         "--job-name", "j",
+                         "--attempts", "2", "--attempt-timeout", "1.5")  # fmt: skip
+    finally:
+        took = time.monotonic() - started
+        relay.close()
+    assert took < 12, took  # two attempts of 1.5 s and a backoff of at most 2 s
+    assert rc == 1 and relay.requests == 2
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert lines[1].startswith("ootest relay: callback attempt 1 failed (timeout); retrying in ")
+    assert lines[-1] == (
+        "ootest relay: callback 'completed' not delivered after 2 attempts (last: timeout)"
+    )
