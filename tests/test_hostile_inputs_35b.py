@@ -110,9 +110,7 @@ def test_refresh_into_a_symlinked_work_folder_is_refused(
     assert {p.read_text() for p in target.iterdir()} == {"precious\n"}
 
 
-def test_refresh_with_a_memory_in_a_read_only_folder_writes_nothing(
-    built: Path, at: Path
-) -> None:
+def test_refresh_with_a_memory_in_a_read_only_folder_writes_nothing(built: Path, at: Path) -> None:
     ro = at / "ro"
     ro.mkdir()
     (at / "old.db").rename(ro / "old.db")
@@ -142,8 +140,8 @@ def _memory_changed(built: Path, at: Path) -> Refresh:
 
 def _dtypes_changed(built: Path, at: Path) -> Refresh:
     job = tr._job(built, at)
-    return replace(job, inputs=replace(job.inputs, backend=replace(job.inputs.backend,
-                                                                     dtypes="float32")))  # fmt: skip
+    backend = replace(job.inputs.backend, dtypes="float32")
+    return replace(job, inputs=replace(job.inputs, backend=backend))
 
 
 def _k_changed(built: Path, at: Path) -> Refresh:
@@ -167,9 +165,7 @@ _CHANGES = {
 
 
 @pytest.mark.parametrize("change", sorted(_CHANGES))
-def test_a_resumed_refresh_refuses_changed_inputs(
-    built: Path, at: Path, change: str
-) -> None:
+def test_a_resumed_refresh_refuses_changed_inputs(built: Path, at: Path, change: str) -> None:
     with pytest.raises(tr.Killed):  # killed in the middle of the run on the device
         _go(built, tr._job(built, at), tr.Device(kill_after=1))
     make, text = _CHANGES[change]
@@ -205,7 +201,9 @@ def test_a_second_refresh_is_refused_naming_the_holder_and_a_dead_ones_lock_take
 ) -> None:
     work = at / "suite.refresh"
     # the same work folder with another config, or the same config with another work folder
-    held = (tmp_path / "other.yaml", work) if other == "work" else (at / "suite.yaml", tmp_path / "w")
+    held = (
+        (tmp_path / "other.yaml", work) if other == "work" else (at / "suite.yaml", tmp_path / "w")
+    )
     proc = _holder(*held)
     try:
         line = _refused(built, tr._job(built, at))
@@ -317,9 +315,13 @@ def test_the_judge_key_file_is_a_regular_file_read_bounded(tmp_path: Path, name:
                 "--judge-endpoint", "http://127.0.0.1:9/v1", "--judge-model", "m",
                 "--judge-key-file", str(key), cwd=tmp_path, timeout=30)  # fmt: skip
     why = _KEY_FILES[name]
-    want = f"--judge-key-file {key}: {why}" if why else (
-        f"--judge-key-file {key}:1: expected UTF-8 text; found the byte 0xff, which is not; "
-        "save the file as UTF-8"
+    want = (
+        f"--judge-key-file {key}: {why}"
+        if why
+        else (
+            f"--judge-key-file {key}:1: expected UTF-8 text; found the byte 0xff, which is not; "
+            "save the file as UTF-8"
+        )
     )
     assert (r.returncode, one_line(r.stderr)) == (2, f"ootest: error: {want}")
     assert not (tmp_path / "s.yaml").exists()
@@ -333,9 +335,15 @@ def test_forged_results_make_a_bounded_report_page(
     monkeypatch.chdir(tmp_path)
     with open("r.jsonl", "w") as fh:
         for i in range(3000):
-            rec = {"kind": "result", "variant_id": f"test/t{i}.py::C::test_{i}",
-                   "file": f"test/t{i}.py",
-                   "outcome": "passed", "op": f"op{i}", "dtype": f"d{i % 600}", "time": 1.0}
+            rec = {
+                "kind": "result",
+                "variant_id": f"test/t{i}.py::C::test_{i}",
+                "file": f"test/t{i}.py",
+                "outcome": "passed",
+                "op": f"op{i}",
+                "dtype": f"d{i % 600}",
+                "time": 1.0,
+            }
             fh.write(json.dumps(rec) + "\n")  # fmt: skip
     rc, _, err = cli(capsys, "report", "r.jsonl", "--format", "html", "-o", "r.html")
     assert rc == 0, err
@@ -345,7 +353,9 @@ def test_forged_results_make_a_bounded_report_page(
         "The 500 ops and 40 dtypes that ran the most variants are shown; 2500 ops and 560 "
         "dtypes are not (the results file has them).</p>"
     ) in page
-    assert "<p><i>1000 more files not listed (the results file and the JUnit XML have every " in page
+    assert (
+        "<p><i>1000 more files not listed (the results file and the JUnit XML have every " in page
+    )
 
 
 # ---------------------------------------------------------------- item 8: deadlines
@@ -405,13 +415,12 @@ class _Trickle:
         self.thread.start()
 
     def _serve(self) -> None:
-        import socket
 
         ends = time.monotonic() + 30
         while not self.stop and time.monotonic() < ends:
             try:
                 conn, _ = self.sock.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             self.requests += 1
             with conn:
@@ -460,3 +469,26 @@ def test_relay_report_against_a_trickling_relay_ends_at_the_attempts_deadline(
     assert lines[-1] == (
         "ootest relay: callback 'completed' not delivered after 2 attempts (last: timeout)"
     )
+
+
+# ---------------------------------------------------------------- the count
+#: Inputs this file tries: one per test item (raise it with a new case).
+EXPECTED_INPUTS = 25
+
+
+def test_the_count_of_inputs(request: pytest.FixtureRequest) -> None:
+    """Prints how many hostile inputs this file tries (``-s``) and pins the number
+    when the file was collected whole. Counted from the collection, not from what
+    ran in this process: under xdist every worker collects every item, so a
+    dropped case fails each worker, not only the one that would have run it."""
+    here = request.node.path
+    mine = [i for i in request.session.items if i.path == here and i is not request.node]
+    names = {getattr(i, "originalname", i.name) for i in mine}
+    print(f"\nhostile inputs of issue 35 items 6-8: {len(mine)}")
+    if names >= _ALL_TESTS:  # not a -k subset
+        assert len(mine) == EXPECTED_INPUTS, sorted(i.name for i in mine)
+
+
+_ALL_TESTS = {
+    n for n in dict(globals()) if n.startswith("test_") and n != "test_the_count_of_inputs"
+}

@@ -170,7 +170,6 @@ def report_cmd(args: argparse.Namespace) -> int:
     from ootest.relay import deadline
     from ootest.relay import report as rp
     from ootest.relay.gate import parse_envelope, read_event
-
     from ootest.timeout import check_timeout
 
     check_timeout(args.attempt_timeout, "--attempt-timeout")

@@ -35,10 +35,11 @@ Note [One refresh at a time]
 A refresh holds two kernel locks (flock) for as long as it runs: one for the
 config, in the user's cache (``refresh-locks/``, named by the config's path:
 two refreshes of one config with other work folders would write the same staged
-files and the config), one on ``.lock`` in the work folder (a second refresh there, even with ``--fresh``,
-would delete the first one's files). The lock files hold the holder's pid and
-start time, which a refused second refresh names; a refresh killed with -9 holds
-no lock any more (the kernel drops it), so the next one takes the files over.
+files and the config), one on ``.lock`` in the work folder (a second refresh
+there, even with ``--fresh``, would delete the first one's files). The lock
+files hold the holder's pid and start time, which a refused second refresh
+names; a refresh killed with -9 holds no lock any more (the kernel drops it), so
+the next one takes the files over.
 The work folder is never followed: a symlink there, or at its ``run`` folder, is
 refused (the refresh replaces files by name in it).
 """

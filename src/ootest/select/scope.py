@@ -236,14 +236,14 @@ def detect(
     import tempfile
     import time
 
+    from ootest.device import note
     from ootest.htmlpage import visible
 
-    if say is None:
-        from ootest.device import note as say
+    tell: Callable[[str], None] = say or note
     deadline = probe_timeout() if timeout is None else timeout
     cmd = [sys.executable, "-m", "ootest.plugin.probe", device]
     how = f"{PROBE_TIMEOUT_VAR}={deadline:g}" if timeout is None else f"{deadline:g} s"
-    say(f"probing the backend {device} in a child process (deadline {deadline:g} s: {how})")
+    tell(f"probing the backend {device} in a child process (deadline {deadline:g} s: {how})")
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
@@ -262,7 +262,7 @@ def detect(
                     waited = time.monotonic() - started
                     if waited < deadline:
                         stage = visible(_stage(_read_capped(err)))
-                        say(f"probe: still {stage} ({waited:.0f} s of {deadline:g} s)")
+                        tell(f"probe: still {stage} ({waited:.0f} s of {deadline:g} s)")
         finally:
             if proc.poll() is None:
                 with contextlib.suppress(OSError):
