@@ -240,7 +240,17 @@ def test_index_build_warns_of_a_file_name_that_is_not_utf8_and_goes_on(
 _VARIANT = {"kind": "variant", "variant_id": "test_a.py::T::test_x[dtype=float32]",
             "device_variant": True, "dtypes": ["float32"]}  # fmt: skip
 
+_BOMB = (
+    b"a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+    + b"".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n".encode() for i in range(1, 9))
+    + b"ops: *a8\n"
+)
+
 _PROFILES: dict[str, tuple[bytes, str]] = {
+    "alias_bomb": (_BOMB, "p.yaml:6: expected at most 200,000 values once YAML aliases are "
+                   "expanded; found more (an alias bomb?); write the values out"),
+    "deep_block_mapping": (b"ops:\n" + b"".join(b" " * (i + 1) + b"a:\n" for i in range(200)),
+                           "p.yaml:65: expected at most 64 levels of nesting; found more"),
     "deep_flow_sequence": (b"ops: " + b"[" * 10_000 + b"]" * 10_000 + b"\n",
                            "p.yaml:1:1005: YAML syntax error: exceeded maximum nesting depth; "
                            "fix the syntax"),
@@ -473,7 +483,7 @@ def test_relay_report_against_a_trickling_relay_ends_at_the_attempts_deadline(
 
 # ---------------------------------------------------------------- the count
 #: Inputs this file tries: one per test item (raise it with a new case).
-EXPECTED_INPUTS = 25
+EXPECTED_INPUTS = 27
 
 
 def test_the_count_of_inputs(request: pytest.FixtureRequest) -> None:

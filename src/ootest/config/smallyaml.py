@@ -17,7 +17,7 @@ import yaml
 
 from ootest.errors import UserError
 
-__all__ = ["MAX_DEPTH", "MAX_NODES", "load", "measure"]
+__all__ = ["MAX_DEPTH", "MAX_NODES", "load"]
 
 MAX_NODES = 200_000  # values once aliases are expanded
 MAX_DEPTH = 64  # levels of nesting
@@ -38,7 +38,7 @@ def load(text: str, where: str, *, unique_keys: bool = False) -> Any:
         raise UserError(f"{at}: expected YAML; found a syntax error ({problem}); fix it") from None
     if node is None:
         return None
-    measure(node, where, unique_keys=unique_keys)
+    _Measure(where, unique_keys).size(node, 0)
     loader = yaml.SafeLoader("")
     try:
         return loader.construct_document(node)
@@ -46,12 +46,6 @@ def load(text: str, where: str, *, unique_keys: bool = False) -> Any:
         raise UserError(f"{where}: expected plain YAML data; found {e}") from None
     finally:
         loader.dispose()
-
-
-def measure(node: Any, where: str, *, unique_keys: bool = False) -> None:
-    """One :class:`~ootest.errors.UserError` line (``where:LINE: ...``) for a
-    composed ``node`` past the bounds of :func:`load`."""
-    _Measure(where, unique_keys).size(node, 0)
 
 
 class _Measure:

@@ -49,6 +49,9 @@ __all__ = [
     "keep_autoload_out",
 ]
 
+#: The prefix of the lines the device probe writes on stderr to say what it is
+#: doing (Note [The probe's deadline] in ``ootest.select.scope``).
+STAGE = "ootest-probe: "
 _CDT = "torch.testing._internal.common_device_type"
 AUTOLOAD_VAR = "TORCH_DEVICE_BACKEND_AUTOLOAD"
 _GROUP = "torch.backends"

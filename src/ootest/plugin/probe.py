@@ -161,13 +161,10 @@ def _dtypes(torch: Any, name: str) -> list[str] | None:
     return None
 
 
-#: The prefix of the probe's progress lines on stderr (Note [The probe's deadline]
-#: in ``ootest.select.scope``).
-STAGE = "ootest-probe: "
-
-
 def stage(what: str) -> None:
     """What the probe does now, for the parent (Note [The probe's deadline])."""
+    from ootest.device.activate import STAGE
+
     print(f"{STAGE}{what}", file=sys.stderr, flush=True)
 
 

@@ -218,7 +218,7 @@ def _read_capped(fh: Any) -> str:
 
 
 def _stage(stderr: str) -> str:
-    from ootest.plugin.probe import STAGE
+    from ootest.device.activate import STAGE
 
     stages = [x[len(STAGE) :] for x in stderr.splitlines() if x.startswith(STAGE)]
     return stages[-1] if stages else "starting Python"
@@ -277,7 +277,7 @@ def detect(
                 f"still {visible(_stage(stderr))}; check that it returns (python -c 'import "
                 f"torch{_module_of(device)}'), or give it longer with {PROBE_TIMEOUT_VAR}=SECONDS"
             )
-    from ootest.plugin.probe import STAGE
+    from ootest.device.activate import STAGE
 
     lines = [x for x in stderr.strip().splitlines() if not x.startswith(STAGE)]
     if proc.returncode != 0:

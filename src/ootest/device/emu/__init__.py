@@ -167,6 +167,48 @@ def _profile_path(name_or_path: str, relative_to: Path | None = None) -> Path:
 MAX_PROFILE_BYTES = 4 * 2**20
 
 
+_MAX_DEPTH = 64  # levels of nesting (ours have 3)
+_MAX_NODES = 200_000  # values once aliases are expanded
+
+
+def _measure(node: Any, where: str) -> None:
+    """DeviceError past the bounds (the limits of ``config.smallyaml``, which the
+    device package may not import): too deep, or too many values once aliases are
+    expanded (an alias bomb), or an alias that contains itself."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def fail(at: Any, message: str) -> DeviceError:
+        return DeviceError(f"{where}:{at.start_mark.line + 1}: {message}")
+
+    def size(n: Any, depth: int) -> int:
+        if depth > _MAX_DEPTH:
+            raise fail(n, f"expected at most {_MAX_DEPTH} levels of nesting; found more")
+        if id(n) in sizes:
+            return sizes[id(n)]
+        if id(n) in active:
+            raise fail(n, "expected plain data; found an alias that contains itself")
+        active.add(id(n))
+        total = 1
+        if isinstance(n, (yaml.MappingNode, yaml.SequenceNode)):
+            for child in n.value:
+                for c in child if isinstance(n, yaml.MappingNode) else (child,):
+                    total += size(c, depth + 1)
+                if total > _MAX_NODES:
+                    raise fail(
+                        n,
+                        f"expected at most {_MAX_NODES:,} values once YAML aliases are "
+                        "expanded; found more (an alias bomb?); write the values out",
+                    )
+        active.discard(id(n))
+        sizes[id(n)] = total
+        return total
+
+    size(node, 0)
+
+
 class _Yaml:
     """A profile file's data with the position of every value (for messages)."""
 
@@ -174,7 +216,6 @@ class _Yaml:
         import yaml
 
         from ootest.atomic import decode_text, read_bounded
-        from ootest.config.smallyaml import measure
 
         self.path = path
         # Note [Bounded reads of named files]: a profile is a path a user names
@@ -195,7 +236,7 @@ class _Yaml:
         if self.node is None:
             self.data: Any = {}
             return
-        measure(self.node, str(path))
+        _measure(self.node, str(path))
         constructor = yaml.SafeLoader("")
         try:
             self.data = constructor.construct_document(self.node) or {}
