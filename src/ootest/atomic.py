@@ -31,6 +31,7 @@ __all__ = [
     "describe_os_error",
     "exclusive",
     "read_bounded",
+    "read_regular",
     "read_text_bounded",
     "write_atomic",
     "write_output",
@@ -270,6 +271,37 @@ def read_bounded(path: Path, what: str, *, limit: int = MAX_INPUT_BYTES) -> byte
             f"{what} {path}: expected at most {limit:,} bytes; found more (a device or an "
             "endless stream?)"
         )
+    return data
+
+
+def read_regular(path: Path, what: str, *, limit: int) -> bytes:
+    """The bytes of ``path`` when it is a regular file of at most ``limit`` bytes
+    (a key file): opened without blocking, so a FIFO or a device is one
+    :class:`~ootest.errors.UserError` line, never a hang or an endless read."""
+    from ootest.errors import UserError
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as e:
+        raise UserError(f"{what} {path}: cannot read it ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a device, pipe or socket"
+            raise UserError(f"{what} {path}: is {kind}; expected a regular file")
+        if st.st_size > limit:
+            raise UserError(
+                f"{what} {path}: expected at most {limit:,} bytes; found {st.st_size:,}"
+            )
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(limit + 1)
+    except OSError as e:
+        raise UserError(f"{what} {path}: cannot read it ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # it grew while read
+        raise UserError(f"{what} {path}: expected at most {limit:,} bytes; found more")
     return data
 
 

@@ -80,6 +80,13 @@ def add_parser(sub: Any) -> None:
         help="a delivery failure is a warning (exit 0); usage errors still fail",
     )
     rp.add_argument("--attempts", type=int, default=6)
+    rp.add_argument(
+        "--attempt-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="each attempt (the request and the whole answer) ends within this (default 30)",
+    )
     _add_triage(rp)
     rp.set_defaults(func=report_cmd)
 
@@ -120,9 +127,10 @@ def resolve_cmd(args: argparse.Namespace) -> int:
         if not res.run:
             raise UserError(f"nothing to resolve: the gate skips this event ({res.reason})")
         if res.kind == "landed":
-            import httpx
+            from ootest.relay import deadline
 
-            client = httpx.Client(timeout=30) if args.api else None
+            # Note [A deadline per attempt]: a trickling API cannot hold a request longer
+            client = deadline.client(60.0, timeout=30.0) if args.api else None
             found = rv.resolve_landed(
                 int(res.pr_number),
                 res.base,
@@ -159,11 +167,12 @@ def matrix_cmd(args: argparse.Namespace) -> int:
 
 
 def report_cmd(args: argparse.Namespace) -> int:
-    import httpx
-
+    from ootest.relay import deadline
     from ootest.relay import report as rp
     from ootest.relay.gate import parse_envelope, read_event
+    from ootest.timeout import check_timeout
 
+    check_timeout(args.attempt_timeout, "--attempt-timeout")
     env = dict(os.environ)
     if not args.relay_url:
         raise UserError("--relay-url (or OOTEST_RELAY_URL) is required")
@@ -192,7 +201,8 @@ def report_cmd(args: argparse.Namespace) -> int:
         print(f"ootest relay: {msg}", file=sys.stderr)
 
     try:
-        with httpx.Client(timeout=httpx.Timeout(10.0)) as client:
+        # Note [A deadline per attempt]: each attempt ends within --attempt-timeout
+        with deadline.client(args.attempt_timeout) as client:
             token = rp.oidc_token(client, env)
             outcome = rp.send(
                 client,

@@ -49,6 +49,9 @@ __all__ = [
     "keep_autoload_out",
 ]
 
+#: The prefix of the lines the device probe writes on stderr to say what it is
+#: doing (Note [The probe's deadline] in ``ootest.select.scope``).
+STAGE = "ootest-probe: "
 _CDT = "torch.testing._internal.common_device_type"
 AUTOLOAD_VAR = "TORCH_DEVICE_BACKEND_AUTOLOAD"
 _GROUP = "torch.backends"
@@ -189,20 +192,26 @@ def _import_torch(where: str) -> None:
         raise _load_error(where, "torch", e) from None
 
 
-def activate_device(spec: DeviceSpec) -> None:
-    """Register the backend before torch.testing._internal is imported."""
+def activate_device(spec: DeviceSpec, stage: Callable[[str], None] | None = None) -> None:
+    """Register the backend before torch.testing._internal is imported; ``stage``
+    is told what is being done (the probe reports it: Note [The probe's deadline])."""
     premature = _CDT in sys.modules
     where = f"--ootest-device {spec}"
+    tell = stage or (lambda _: None)
     if spec.kind == "emu":
         from ootest.device import emu, note
 
         if "torch" not in sys.modules:
             keep_autoload_out(str(spec), note)
 
+        tell(f"loading emu (profile {spec.target!r})")
         emu.load(spec.target)
     else:
+        how = " and the backends it autoloads" if spec.kind == "autoload" else ""
+        tell(f"importing torch{how}")
         _import_torch(where)
         if spec.kind == "module" and spec.target not in sys.modules:
+            tell(f"importing the backend module {spec.target!r}")
             try:
                 importlib.import_module(spec.target)
             except (ImportError, OSError, RuntimeError) as e:

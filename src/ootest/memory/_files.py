@@ -59,8 +59,10 @@ def keyer(root: Path) -> Callable[[Path], str]:
 # forever), a named pipe (blocks on open), a dangling symlink or a loop (an error
 # that aborted the build), or a symlink to a secret outside the tree (whose comments
 # became searchable). Only regular files inside the roots, up to MAX_FILE_BYTES, are
-# read; a symlink is followed only when its target is inside a root. Everything else
-# is one "not indexed" warning of the build and the build goes on.
+# read; a symlink is followed only when its target is inside a root. A name that is
+# not UTF-8 (it aborted the build: file keys are UTF-8 text in the index, its JSON and
+# the configs) is not indexed either. Everything else is one "not indexed" warning of
+# the build (the name escaped: Note [Untrusted text]) and the build goes on.
 
 #: The largest file read (upstream's largest, common_methods_invocations.py, is ~1 MB).
 MAX_FILE_BYTES = 16 * 2**20
@@ -138,6 +140,11 @@ def discover(roots: Iterable[Path], skipped: list[str] | None = None) -> list[So
                 if skipped is not None:
                     skipped.append(f"{path}: {e}; not indexed")
                 continue
+            if not _utf8(str(path)):
+                # the index, its JSON and the configs hold file keys as UTF-8 text
+                if skipped is not None:
+                    skipped.append(f"{path}: its name is not UTF-8; not indexed (rename it)")
+                continue
             key = key_of(path)
             other = out.get(key)
             linked = other is not None and (path.is_symlink() or other.path.is_symlink())
@@ -155,6 +162,14 @@ def discover(roots: Iterable[Path], skipped: list[str] | None = None) -> list[So
                 )
             out[key] = SourceFile(key, root, path, st.st_size, st.st_mtime_ns)
     return [out[k] for k in sorted(out)]
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a byte the file system gave as a surrogate escape
+        return False
+    return True
 
 
 def _walk(root: Path) -> Iterable[Path]:

@@ -161,12 +161,21 @@ def _dtypes(torch: Any, name: str) -> list[str] | None:
     return None
 
 
+def stage(what: str) -> None:
+    """What the probe does now, for the parent (Note [The probe's deadline])."""
+    from ootest.device.activate import STAGE
+
+    print(f"{STAGE}{what}", file=sys.stderr, flush=True)
+
+
 def probe(device: str) -> dict[str, Any]:
     from ootest.device.activate import DeviceSpec, activate_device
 
     spec = DeviceSpec.parse(device)
-    activate_device(spec)
+    activate_device(spec, stage)
     import torch
+
+    stage(f"listing the ops {spec.name!r} registered")
 
     name = torch._C._get_privateuse1_backend_name()
     return {

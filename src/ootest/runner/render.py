@@ -131,7 +131,8 @@ def _axis_rates(data: RunData) -> tuple[dict[str, list[int]], dict[str, list[int
             continue
         good = int(o in RAN_OK or o == XFAILED)
         op = r.get("op")
-        dtypes = str(r.get("dtype") or "").split(",") if r.get("dtype") else []
+        # a variant has a few dtypes; a forged line with thousands would make as many cells
+        dtypes = str(r.get("dtype") or "").split(",", 8)[:8] if r.get("dtype") else []
         targets: list[list[int]] = []
         if op:
             targets.append(ops[op])
@@ -379,7 +380,11 @@ def write_junit(data: RunData, path: Path) -> None:
 # and every list of variant IDs shows at most a fixed number with a count of the
 # rest (the results file and the JUnit XML keep them all). Its size then grows
 # with the number of files, classes and distinct reasons, not of variants
-# (bench/html_report.py measures it).
+# (bench/html_report.py measures it). Files, classes, ops and dtypes come from the
+# results, which anyone may forge (12 MB of results with an op and a dtype of
+# their own per line made a 3.6 GB page): each table lists at most a fixed number
+# of rows (and the op x dtype table of columns), those with the most variants,
+# and says how many it left out, as the review page does.
 HTML_MESSAGES = 300
 HTML_IDS = 2000
 #: Rows of the per-class tables (all files together) and of the failure causes.
@@ -388,6 +393,10 @@ HTML_CAUSES = 300
 #: Reasons listed per who skipped, and variant IDs listed under each reason.
 HTML_SKIP_REASONS = 200
 HTML_SKIP_IDS = 20
+#: Rows of the per-file table; rows (ops) and columns (dtypes) of the op x dtype table.
+HTML_FILES = 2000
+HTML_OPS = 500
+HTML_DTYPES = 40
 
 _FAILING = BAD | {XPASSED_STRICT}
 _COLORS = {
@@ -650,8 +659,13 @@ def html_report(
 
     files = per_file(data)
     parts.append(f"<h2>Per file ({len(files)})</h2><table id='files'>{_outcome_head('file')}")
-    parts += [_outcome_row(f, f, c) for f, c in files.items()]
+    parts += [_outcome_row(f, f, c) for f, c in list(files.items())[:HTML_FILES]]
     parts.append("</table>")
+    if len(files) > HTML_FILES:
+        parts.append(
+            f"<p><i>{len(files) - HTML_FILES} more files not listed (the results file and "
+            "the JUnit XML have every test)</i></p>"
+        )
 
     classes = per_class(data)
     n_classes = sum(map(len, classes.values()))
@@ -665,7 +679,10 @@ def html_report(
         f"failures are open.{cut}</p><div id='classes'>"
     )
     budget = HTML_CLASSES
-    for f, by_cls in classes.items():
+    for i, (f, by_cls) in enumerate(classes.items()):
+        if budget == 0:
+            parts.append(f"<p><i>{len(classes) - i} more files not listed</i></p>")
+            break
         fc = files[f]
         opened = " open" if any(fc[o] for o in _FAILING) else ""
         parts.append(
@@ -686,16 +703,28 @@ def html_report(
 
     ops, dts, cells = _axis_rates(data)
     if ops or dts:
-        dtypes = sorted(dts)
+        dtypes = sorted(_most_ran(dts, HTML_DTYPES))
+        shown_ops = sorted(_most_ran(ops, HTML_OPS))
+        left = [
+            f"{n} {what}"
+            for n, what in ((len(ops) - len(shown_ops), "ops"), (len(dts) - len(dtypes), "dtypes"))
+            if n
+        ]
+        cut = (
+            f" The {len(shown_ops)} ops and {len(dtypes)} dtypes that ran the most variants "
+            f"are shown; {' and '.join(left)} are not (the results file has them)."
+            if left
+            else ""
+        )
         parts.append(
             "<h2>Pass rate per op and dtype</h2><p>passed (incl. expected failures) / ran; "
-            "skipped variants are not counted.</p><table id='matrix' class='m'><tr><th>op</th>"
-            "<th>all</th>"
+            f"skipped variants are not counted.{cut}</p><table id='matrix' class='m'><tr>"
+            "<th>op</th><th>all</th>"
         )
         parts += [f"<th>{e(d)}</th>" for d in dtypes] + ["</tr>"]
         parts.append("<tr><td><i>all</i></td><td></td>")
         parts += [_rate_cell(dts[d]) for d in dtypes] + ["</tr>"]
-        for op in sorted(ops):
+        for op in shown_ops:
             parts.append(f"<tr><td>{e(op)}</td>{_rate_cell(ops[op])}")
             parts += [_rate_cell(cells.get((op, d))) for d in dtypes] + ["</tr>"]
         parts.append("</table>")
@@ -781,6 +810,13 @@ def html_report(
         parts.append(f"<script>{SORT_FILTER_JS}</script>")
     parts.append("</body></html>\n")
     return "".join(parts)
+
+
+def _most_ran(rates: dict[str, list[int]], n: int) -> list[str]:
+    """The ``n`` keys that ran the most variants (ties by name)."""
+    if len(rates) <= n:
+        return list(rates)
+    return [k for k, _ in sorted(rates.items(), key=lambda kv: (-kv[1][1], kv[0]))[:n]]
 
 
 def write_html(

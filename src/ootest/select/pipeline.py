@@ -494,6 +494,10 @@ def enable(op: str, ops: Path, config: Path, out: Path | None = None) -> Outcome
 
 
 # ------------------------------------------------------------------ model judge
+#: The largest --judge-key-file read (a key is tens of bytes).
+MAX_KEY_BYTES = 64 * 2**10
+
+
 def judge_settings(
     endpoint: str | None = None,
     model: str | None = None,
@@ -510,14 +514,11 @@ def judge_settings(
         raise UserError(f"--judge-batch: expected 1 to 64 variants; found {batch}")
     key = None
     if key_file is not None:
-        try:
-            key = key_file.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as e:
-            why = e.strerror if isinstance(e, OSError) else "not UTF-8 text"
-            raise UserError(
-                f"--judge-key-file {key_file}: expected a file holding the API key; "
-                f"cannot read it: {why or e}"
-            ) from None
+        from ootest.atomic import decode_text, read_regular
+
+        # a regular file, bounded: /dev/zero, a FIFO or 50 MB hung the command
+        raw = read_regular(key_file, "--judge-key-file", limit=MAX_KEY_BYTES)
+        key = decode_text(raw, f"--judge-key-file {key_file}").strip()
         if not key:
             raise UserError(f"--judge-key-file {key_file}: expected the API key; the file is empty")
     llm = LLMSettings.resolve(

@@ -24,18 +24,37 @@ Each step's end is recorded in ``state.json`` in the work folder (default
 ``S.refresh/`` next to ``S``) before the next starts, and each step can be done
 again from its start: a refresh that was killed resumes, with the same command,
 at the step it was in (the run continues with ``ootest run --resume``). Nothing
-is written over ``S`` or ``OLD.db`` before step 6. A config changed by someone
-while a refresh waits is an error (``--fresh`` starts over).
+is written over ``S`` or ``OLD.db`` before step 6, and there the config, its
+evidence and the memory are written together (every one whole in its temporary
+file before any is renamed), after every place written was checked writable
+before step 1. A config, or any input the steps depend on (the memory, the
+roots, the op map, the replay, the backend's sources, the options that decide),
+changed by someone while a refresh waits is an error (``--fresh`` starts over).
+
+Note [One refresh at a time]
+A refresh holds two kernel locks (flock) for as long as it runs: one for the
+config, in the user's cache (``refresh-locks/``, named by the config's path:
+two refreshes of one config with other work folders would write the same staged
+files and the config), one on ``.lock`` in the work folder (a second refresh
+there, even with ``--fresh``, would delete the first one's files). The lock
+files hold the holder's pid and start time, which a refused second refresh
+names; a refresh killed with -9 holds no lock any more (the kernel drops it), so
+the next one takes the files over.
+The work folder is never followed: a symlink there, or at its ``run`` folder, is
+refused (the refresh replaces files by name in it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
+import os
 import shutil
+import stat
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
@@ -160,6 +179,18 @@ def refresh(
     if job.k < 1:
         raise UserError(f"-k: expected at least 1 clean pass; found {job.k}")
     work = job.work or work_dir(config)
+    _check_outputs(job, work)
+    with _locked(job, work):
+        return _refresh(job, work, say, runner, collector)
+
+
+def _refresh(
+    job: Refresh,
+    work: Path,
+    say: Callable[[str], None],
+    runner: Runner | None,
+    collector: Collector | None,
+) -> Refreshed:
     state = _State.open(work, job)
     out = Refreshed(work, state.done, changed=bool(state.facts.get("changed")), facts=state.facts)
     todo = [s for s in STEPS if s not in state.done]
@@ -198,20 +229,17 @@ class _State:
 
     @classmethod
     def open(cls, work: Path, job: Refresh) -> _State:
-        from ootest.atomic import check_output
-
-        check_output(work, "--work", folder=True)
         path = work / "state.json"
         ident = {"config": str(job.config.resolve()), "memory": str(job.memory.resolve())}
         if job.fresh or not path.exists():
             for name in (_staged(job.config, "refresh"), _staged(job.config, "refresh-run")):
                 _unlink(name)
             for child in work.iterdir():  # only what a refresh writes there
-                if child.name == "run" and child.is_dir():
-                    shutil.rmtree(child)
+                if child.name == "run":
+                    shutil.rmtree(child)  # a real folder: _check_work refused anything else
                 elif child.name in _OURS or child.name.startswith("new.db"):
                     child.unlink()
-            st = cls(path, [], {**ident, "format": FORMAT})
+            st = cls(path, [], {**ident, "format": FORMAT, "inputs": _inputs_of(job)})
             st.save()
             return st
         try:
@@ -240,6 +268,8 @@ class _State:
                     f"({facts.get('config_digest')}, now {now}); pass --fresh to start over "
                     "from the config as it is"
                 )
+        if "write" not in done:
+            _check_inputs(job, work, facts)
         return st
 
     def finish(self, step: str) -> None:
@@ -249,6 +279,165 @@ class _State:
     def save(self) -> None:
         data = {"done": self.done, "facts": self.facts}
         write_atomic(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+# ------------------------------------------------------------------ before any step
+def _check_outputs(job: Refresh, work: Path) -> None:
+    """Every place the refresh writes, checked before it does any work: a memory
+    in a read-only folder was found only in the last step, after the config was
+    replaced (config and memory then out of step)."""
+    from ootest.atomic import check_output
+    from ootest.select.refine import sidecar_path
+
+    check_output(job.config, "--config")
+    check_output(sidecar_path(job.config), "--config")
+    check_output(job.memory, "--memory")
+    _check_work(work)
+
+
+def _check_work(work: Path) -> None:
+    """The work folder and its ``run`` folder: real folders or nothing, never a
+    link followed (Note [One refresh at a time])."""
+    from ootest.atomic import check_output
+
+    for path, what in ((work, "is"), (work / "run", "holds a 'run' that is")):
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise UserError(f"--work {work}: cannot read it ({e.strerror or e})") from None
+        if stat.S_ISLNK(mode):
+            raise UserError(
+                f"--work {work}: {what} a symlink; expected a folder of its own (a refresh "
+                "replaces files by name in it and never follows a link); pass another --work"
+            )
+        if not stat.S_ISDIR(mode):
+            raise UserError(
+                f"--work {work}: {what} not a folder; expected the folder a refresh makes "
+                "(or nothing); remove it or pass another --work"
+            )
+    check_output(work, "--work", folder=True)
+
+
+def _lock_text(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(200).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return " ".join(text.split())
+
+
+@contextlib.contextmanager
+def _locked(job: Refresh, work: Path) -> Iterator[None]:
+    """Note [One refresh at a time]: the config's lock, then the work folder's."""
+    with contextlib.ExitStack() as stack:
+        for path, what in (
+            (_config_lock(job.config), f"--config {job.config}"),
+            (work / ".lock", f"--work {work}"),
+        ):
+            stack.enter_context(_lock(path, what))
+        yield
+
+
+def _config_lock(config: Path) -> Path:
+    """The config's lock, in the user's cache: nothing is added next to the config."""
+    import hashlib
+
+    from ootest.cache import cache_dir
+
+    key = hashlib.sha256(str(config.resolve()).encode("utf-8", "surrogateescape")).hexdigest()
+    return cache_dir() / "refresh-locks" / f"{key[:24]}.lock"
+
+
+@contextlib.contextmanager
+def _lock(path: Path, what: str) -> Iterator[None]:
+    import fcntl
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    except OSError as e:
+        raise UserError(
+            f"{what}: cannot open its lock {path} ({e.strerror or e}); remove it"
+        ) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_text(path) or "another process"
+            raise UserError(
+                f"{what}: another refresh is at work on it ({holder}); wait for it to end, "
+                "or end it"
+            ) from None
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}, since {when}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # the kernel drops the lock with the last descriptor
+
+
+def _input_files(job: Refresh) -> list[tuple[str, Path | None]]:
+    inp, be = job.inputs, job.inputs.backend
+    return [
+        ("--memory", job.memory),
+        ("--ops", inp.ops),
+        ("--replay", inp.replay),
+        ("--scope", inp.scope),
+        ("--supported", be.supported),
+        ("--detected", be.detected),
+        *(("--reference", p) for p in inp.reference),
+        *(("--results", p) for p in inp.results),
+    ]
+
+
+def _inputs_of(job: Refresh) -> dict[str, str]:
+    """What the steps depend on besides the config: each input file by its digest,
+    the options that decide by their values (a resumed refresh compares them)."""
+    out: dict[str, str] = {}
+    for flag, path in _input_files(job):
+        if path is not None:
+            key = f"{flag} {path}"
+            out[key] = _digest(path) if path.is_file() else "not a file"
+    be, judge = job.inputs.backend, job.inputs.judge
+    values: dict[str, object] = {
+        "--root": " ".join(str(r.resolve()) for r in job.roots),
+        "--device": be.device,
+        "--dtypes": be.dtypes,
+        "--probe": be.probe,
+        "-k": job.k,
+        "--max-rtol": job.max_rtol,
+        "--torch-db": job.torch_db,
+        "--judge-endpoint": judge.llm.endpoint if judge else None,
+        "--judge-model": judge.llm.model if judge else None,
+    }
+    for flag, value in values.items():
+        out[flag] = "-" if value is None else str(value)
+    return out
+
+
+def _check_inputs(job: Refresh, work: Path, facts: dict[str, Any]) -> None:
+    """A resumed refresh goes on only from the inputs it started from."""
+    was = facts.get("inputs")
+    if not isinstance(was, dict):
+        raise UserError(
+            f"--work {work}: holds a refresh that did not record its inputs (an older "
+            "ootest); pass --fresh to start over"
+        )
+    now = _inputs_of(job)
+    new_db = work / "new.db"
+    for key in sorted(set(was) | set(now)):
+        old, new = was.get(key, "not given"), now.get(key, "not given")
+        if old == new:
+            continue
+        if key.startswith("--memory ") and new_db.is_file() and new == _digest(new_db):
+            continue  # the write step's copy of the new memory (a refresh killed there)
+        raise UserError(
+            f"{key}: changed since the refresh in {work} started ({old}, now {new}); pass "
+            "--fresh to start over from the inputs as they are, or give them as they were"
+        )
 
 
 @dataclass
@@ -474,10 +663,21 @@ def _write(c: _Ctx) -> None:
     if c.staged.is_file():
         same = sidecar_path(c.staged).read_bytes() == sidecar_path(c.before).read_bytes()
         c.facts["decided_otherwise"] = not same
-    if c.facts.get("decided_otherwise") and c.staged.is_file():
-        _copy(c.staged, config, (sidecar_path(c.staged), sidecar_path(config)))
     if c.facts.get("decided_otherwise"):
-        _copy(c.new_db, c.job.memory)
+        # the config, its evidence and the memory it is decided from: all or none
+        # (a killed write leaves the staged config, and is done again whole)
+        pairs = [(c.new_db, c.job.memory)]
+        if c.staged.is_file():
+            pairs += [(c.staged, config), (sidecar_path(c.staged), sidecar_path(config))]
+        try:
+            _copy(*pairs[0], *pairs[1:])
+        except OSError as e:
+            from ootest.atomic import describe_os_error
+
+            raise UserError(
+                f"--config {config}: {describe_os_error(e)}; the config, its evidence and "
+                f"--memory {c.job.memory} are unchanged; run the same command again to write them"
+            ) from None
     # else every decision and its evidence is as it was: the config, and the memory
     # its header names, stay (the next refresh compares with that memory)
     before = c.before.read_text(encoding="utf-8")

@@ -34,6 +34,7 @@ unused without one. The output YAML lists each file with its area and reason.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import re
@@ -177,26 +178,128 @@ def _str_map(data: Any) -> dict[str, str] | None:
     return {str(k): str(v) for k, v in dict(data).items()}
 
 
-def detect(device: str, timeout: float = 900.0) -> Detection:
-    """Probe ``device`` in a child process (the only one that imports torch)."""
-    cmd = [sys.executable, "-m", "ootest.plugin.probe", device]
+# Note [The probe's deadline]
+# The probe imports torch and the backend in a child process; a backend whose
+# import never returns hung `select run`, `select scope` and `ops missing/enable
+# --device` with no output (for 900 s). The child says on stderr what it is doing
+# (STAGE lines); the parent says once what it waits for, again every
+# PROBE_TICK seconds, and at the deadline (OOTEST_PROBE_TIMEOUT, default
+# PROBE_TIMEOUT) kills the child's whole process group and names the stage it
+# was in. Output goes to files, not pipes: a grandchild that keeps a pipe open
+# cannot make the parent wait past the deadline.
+PROBE_TIMEOUT = 300.0
+PROBE_TIMEOUT_VAR = "OOTEST_PROBE_TIMEOUT"
+PROBE_TICK = 15.0
+#: The most of the probe's output read (its op list is ~200 KB).
+_PROBE_OUTPUT = 64 * 2**20
+
+
+def probe_timeout() -> float:
+    """The probe's deadline in seconds (Note [The probe's deadline])."""
+    raw = os.environ.get(PROBE_TIMEOUT_VAR)
+    if raw is None or not raw.strip():
+        return PROBE_TIMEOUT
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 86_400:
         raise UserError(
-            f"--device {device}: probing the backend took over {timeout:.0f} s; "
-            "check that it loads ('python -c \"import torch\"' with it installed)"
-        ) from None
-    if r.returncode != 0:
-        tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
+            f"{PROBE_TIMEOUT_VAR}={raw[:40]!r}: expected the probe's deadline in seconds "
+            f"(more than 0, at most 86400); unset it for the default {PROBE_TIMEOUT:.0f}"
+        )
+    return value
+
+
+def _read_capped(fh: Any) -> str:
+    fh.seek(0)
+    data: bytes = fh.read(_PROBE_OUTPUT)
+    return data.decode("utf-8", "replace")
+
+
+def _stage(stderr: str) -> str:
+    from ootest.device.activate import STAGE
+
+    stages = [x[len(STAGE) :] for x in stderr.splitlines() if x.startswith(STAGE)]
+    return stages[-1] if stages else "starting Python"
+
+
+def detect(
+    device: str,
+    timeout: float | None = None,
+    *,
+    say: Callable[[str], None] | None = None,
+) -> Detection:
+    """Probe ``device`` in a child process (the only one that imports torch), within
+    ``timeout`` seconds (default: :func:`probe_timeout`; Note [The probe's deadline])."""
+    import signal
+    import tempfile
+    import time
+
+    from ootest.device import note
+    from ootest.htmlpage import visible
+
+    tell: Callable[[str], None] = say or note
+    deadline = probe_timeout() if timeout is None else timeout
+    cmd = [sys.executable, "-m", "ootest.plugin.probe", device]
+    how = f"{PROBE_TIMEOUT_VAR}={deadline:g}" if timeout is None else f"{deadline:g} s"
+    tell(f"probing the backend {device} in a child process (deadline {deadline:g} s: {how})")
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+        )
+        started = time.monotonic()
+        tick = min(PROBE_TICK, max(1.0, deadline / 4))
+        try:
+            while True:
+                left = deadline - (time.monotonic() - started)
+                if left <= 0:
+                    break
+                try:
+                    proc.wait(min(tick, left))
+                    break
+                except subprocess.TimeoutExpired:
+                    waited = time.monotonic() - started
+                    if waited < deadline:
+                        stage = visible(_stage(_read_capped(err)))
+                        tell(f"probe: still {stage} ({waited:.0f} s of {deadline:g} s)")
+        finally:
+            if proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        stdout, stderr = _read_capped(out), _read_capped(err)
+    if proc.returncode is not None and proc.returncode < 0 and not stdout.strip():
+        killed = proc.returncode == -signal.SIGKILL and time.monotonic() - started >= deadline
+        if killed:
+            raise UserError(
+                f"--device {device}: the probe gave no answer within {deadline:g} s; it was "
+                f"still {visible(_stage(stderr))}; check that it returns (python -c 'import "
+                f"torch{_module_of(device)}'), or give it longer with {PROBE_TIMEOUT_VAR}=SECONDS"
+            )
+    from ootest.device.activate import STAGE
+
+    lines = [x for x in stderr.strip().splitlines() if not x.startswith(STAGE)]
+    if proc.returncode != 0:
+        tail = (lines or ["no output"])[-1]
         raise UserError(f"--device {device}: cannot load the backend to probe it: {tail}")
     try:
-        data = json.loads(r.stdout)
+        data = json.loads(stdout)
     except ValueError:
         raise UserError(
-            f"--device {device}: the probe printed no result (its output: {r.stdout[-200:]!r})"
+            f"--device {device}: the probe printed no result (its output: {stdout[-200:]!r})"
         ) from None
     return detection_from(data, "probe")
+
+
+def _module_of(device: str) -> str:
+    from ootest.device.activate import DeviceSpec
+
+    try:
+        spec = DeviceSpec.parse(device)
+    except UserError:
+        return ""
+    return f", {spec.target}" if spec.kind == "module" else ""
 
 
 # ------------------------------------------------------------------ preferences

@@ -163,21 +163,87 @@ def _profile_path(name_or_path: str, relative_to: Path | None = None) -> Path:
     return path
 
 
+#: The largest profile read: ours are ~1 KB; every aten op with a fault is ~1 MB.
+MAX_PROFILE_BYTES = 4 * 2**20
+
+
+_MAX_DEPTH = 64  # levels of nesting (ours have 3)
+_MAX_NODES = 200_000  # values once aliases are expanded
+
+
+def _measure(node: Any, where: str) -> None:
+    """DeviceError past the bounds (the limits of ``config.smallyaml``, which the
+    device package may not import): too deep, or too many values once aliases are
+    expanded (an alias bomb), or an alias that contains itself."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def fail(at: Any, message: str) -> DeviceError:
+        return DeviceError(f"{where}:{at.start_mark.line + 1}: {message}")
+
+    def size(n: Any, depth: int) -> int:
+        if depth > _MAX_DEPTH:
+            raise fail(n, f"expected at most {_MAX_DEPTH} levels of nesting; found more")
+        if id(n) in sizes:
+            return sizes[id(n)]
+        if id(n) in active:
+            raise fail(n, "expected plain data; found an alias that contains itself")
+        active.add(id(n))
+        total = 1
+        if isinstance(n, (yaml.MappingNode, yaml.SequenceNode)):
+            for child in n.value:
+                for c in child if isinstance(n, yaml.MappingNode) else (child,):
+                    total += size(c, depth + 1)
+                if total > _MAX_NODES:
+                    raise fail(
+                        n,
+                        f"expected at most {_MAX_NODES:,} values once YAML aliases are "
+                        "expanded; found more (an alias bomb?); write the values out",
+                    )
+        active.discard(id(n))
+        sizes[id(n)] = total
+        return total
+
+    size(node, 0)
+
+
 class _Yaml:
     """A profile file's data with the position of every value (for messages)."""
 
     def __init__(self, path: Path) -> None:
         import yaml
 
+        from ootest.atomic import decode_text, read_bounded
+
         self.path = path
-        text = path.read_text()
+        # Note [Bounded reads of named files]: a profile is a path a user names
+        # (--device emu:PATH); bounded in bytes, then in depth and values before
+        # anything walks it (a 10,000-deep nesting was a RecursionError, 19 MB a
+        # minute and 1.7 GB of memory)
+        raw = read_bounded(path, "emu: profile", limit=MAX_PROFILE_BYTES)
+        text = decode_text(raw, str(path))
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         try:
-            self.node = yaml.compose(text)
+            self.node = yaml.compose(text, Loader=loader)
         except yaml.MarkedYAMLError as e:
             mark = e.problem_mark
             where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
             raise DeviceError(f"{where}: YAML syntax error: {e.problem}; fix the syntax") from None
-        self.data = yaml.safe_load(text) or {}
+        except (yaml.YAMLError, RecursionError) as e:
+            raise DeviceError(f"{path}: YAML syntax error: {e}; fix the syntax") from None
+        if self.node is None:
+            self.data: Any = {}
+            return
+        _measure(self.node, str(path))
+        constructor = yaml.SafeLoader("")
+        try:
+            self.data = constructor.construct_document(self.node) or {}
+        except yaml.YAMLError as e:
+            raise DeviceError(f"{path}: expected plain YAML data; found {e}") from None
+        finally:
+            constructor.dispose()
 
     def problem(self, keys: tuple[str | int, ...], message: str, *, key: bool = False) -> Problem:
         """A problem at ``keys`` (at the key itself when ``key``), placed at the
