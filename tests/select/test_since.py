@@ -760,7 +760,18 @@ def test_a_new_replay_re_decides_the_variants_whose_calls_it_judges_otherwise(
     replay("ok", "r0.jsonl")
     replay("failed", "r1.jsonl")
     before = (work / "suite.evidence.jsonl").read_text().splitlines()
-    since = ["select", "run", "--since", "old.db", "--memory", "old.db", "--config", "suite.yaml"]
+    since = [
+        "select",
+        "run",
+        "--since",
+        "old.db",
+        "--memory",
+        "old.db",
+        "--config",
+        "suite.yaml",
+        "--device",
+        "emu:faulty",
+    ]  # the device the replay ran on (with --supported's ops)
     rc, _, err = cli(capsys, *since, *SELECT, "--replay", "r0.jsonl", "--out", "a.yaml")
     assert rc == 0, err  # every call fine, as the config already says: nothing to do
     assert "evaluated 0 of" in err and "0 by the replay" in err

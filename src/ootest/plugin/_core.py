@@ -198,6 +198,7 @@ class OotestPlugin:
             keys,
             spec.name if spec else None,
             module=backend_module(device) if device else None,
+            spec=str(spec) if spec else None,
         )
         config.stash[COLLECTION] = collection
         plugin = cls(
