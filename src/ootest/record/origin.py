@@ -169,7 +169,7 @@ def cpu_results(
             else:
                 left[axis] += 1
         elif rec.get("device_variant") is True:
-            left[ran_on[0] if ran_on else "the device"] += 1
+            left[ran_on[0] if ran_on else "the device's own variants"] += 1
         elif ran_on:
             left[ran_on[0]] += 1  # a plain test of a session on a device
         else:
