@@ -689,3 +689,14 @@ def test_a_reference_without_cpu_results_is_refused(tmp_path: Path) -> None:
         "device=cpu, or plain tests of a run without a device); found 12 results, none on "
         "the CPU (12 of torch_tiny:tiny); run the same files without --ootest-device"
     )
+
+
+def test_the_backend_is_known_by_the_device_its_sessions_ran_on(tmp_path: Path) -> None:
+    """A run without a config writes no collection lines; its session line says the
+    device (``device_spec``), which names the backend."""
+    ev = _backend_run(tmp_path)
+    lines = ev["current"].read_text()
+    session = {"kind": "session", "selected": 12, "device_spec": "torch_tiny:tiny", "torch": "2"}
+    ev["current"].write_text(json.dumps(session) + "\n" + lines)
+    calls = _calls(tr.load_inputs(ev["current"], [ev["cpu"]]))
+    assert (calls[MISSING].category, calls[MISSING].rule) == ("backend", "missing_kernel")

@@ -76,7 +76,7 @@ from typing import Any
 from ootest import naming as names
 from ootest.errors import UserError
 from ootest.record.identity import backend_module, backend_name, reference_id
-from ootest.record.origin import cpu_reference
+from ootest.record.origin import cpu_reference, run_origin
 from ootest.record.results import XPASSED_STRICT, Record, RunData, headline, read_records
 from ootest.record.signature import signature
 
@@ -588,12 +588,12 @@ def load_inputs(
         ref.update(cpu)
         if note is not None:
             notes.append(note)
-    run = _run(results, "--results")
-    if device is None:  # what the run itself recorded: the name, and the module
-        seen = [c for c in run.collection.values() if c.get("device")]
-        if seen:
-            name, module = str(seen[0]["device"]), seen[0].get("device_module")
-            device = f"{module}:{name}" if module and module != "ootest.device.emu" else name
+    recs = _records(results, "--results")
+    run = RunData.from_records(recs)
+    if device is None:  # what the run itself recorded: the device its sessions ran on
+        ran = sorted(d for d in run_origin(recs).devices if d is not None)
+        if ran:
+            device = ran[0]
     return Inputs(
         current=run.results,
         reference=ref,
