@@ -419,6 +419,15 @@ def refine(
     )
 
 
+def _config_device(config: Path) -> str | None:
+    """The ``device:`` of a generated config on disk (None: none, or unreadable: the
+    upgrade itself says what is wrong with the file)."""
+    try:
+        return _device(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def _device(text: str) -> str | None:
     """The ``device:`` a generated config names (kept when it is rewritten)."""
     m = re.search(r"^  device: *(\S+) *$", text, re.M)
@@ -447,7 +456,7 @@ def upgrade(
             "(the memory to compare with, and the config to update)"
         )
     said: list[str] = []  # what the sources' origins left out (Note [Evidence origins])
-    target = _target(inputs.backend)
+    target = _target(inputs.backend) or _config_device(config)
     inputs = replace(inputs, replay=_check_replay(inputs.replay, target, said))
     sup = support(inputs.backend)
     scope, _areas, prefs_notes = _scope(inputs.scope)
