@@ -134,6 +134,9 @@ def test_results_jsonl(suite: pytest.Pytester) -> None:
     assert (coll["file"], coll["collected"]) == ("test_mod.py", 6)
     (stale,) = [r for r in lines if r["kind"] == "stale"]
     assert stale["name"] == "TestA::test_renamed_upstream"
+    # where it ran (Note [Evidence origins]): no device; torch not imported in this run
+    (session,) = [r for r in lines if r["kind"] == "session"]
+    assert (session["device_spec"], session["torch"]) == (None, None)
     assert lines[-1]["kind"] == "finish"
 
 

@@ -652,3 +652,51 @@ def test_torchs_repro_line_does_not_name_the_backend(tmp_path: Path) -> None:
     cpu = _write(tmp_path / "cpu.jsonl", [_rec(_cpu(PLAIN), "passed"), _rec(_cpu(NAMED), "passed")])
     calls = _calls(tr.load_inputs(cur, [cpu], device="torch_tiny:tiny"))
     assert (calls[PLAIN].category, calls[NAMED].category) == ("unknown", "backend")
+
+
+# ------------------------------------------------------- the CPU reference's origin
+def test_a_reference_counts_only_its_cpu_results(tmp_path: Path) -> None:
+    """Note [Evidence origins]: a plain pytest run of the same files where the
+    backend autoloads holds the device's variants (``device=tiny``) beside the
+    CPU's; their failures made the device's failures 'upstream'."""
+    ev = _backend_run(tmp_path)
+    recs = [json.loads(x) for x in ev["cpu"].read_text().splitlines()]
+    failures = [json.loads(x) for x in ev["current"].read_text().splitlines()]
+    tiny = [
+        {**r, "variant_id": r["variant_id"][:-1] + ",device=tiny]"}
+        for r in failures
+        if r.get("kind") == "result" and r["variant_id"].endswith("]")
+    ]
+    both = _write(tmp_path / "both.jsonl", recs + tiny)  # the CPU's first, as pytest ran them
+    inp = tr.load_inputs(ev["current"], [both], device="torch_tiny:tiny")
+    want = tr.load_inputs(ev["current"], [ev["cpu"]], device="torch_tiny:tiny")
+    assert {v: c.category for v, c in _calls(inp).items()} == {
+        v: c.category for v, c in _calls(want).items()
+    }
+    assert _calls(inp)[MISSING].category == "backend"
+    assert inp.notes == [
+        f"--reference {both}: {len(tiny)} of tiny left out: only its CPU results are the "
+        "CPU reference"
+    ]
+
+
+def test_a_reference_without_cpu_results_is_refused(tmp_path: Path) -> None:
+    ev = _backend_run(tmp_path, collection=True)
+    with pytest.raises(tr.UserError) as e:
+        tr.load_inputs(ev["current"], [ev["current"]], device="torch_tiny:tiny")
+    assert str(e.value).startswith(
+        f"--reference {ev['current']}: expected the results of a CPU run (variant IDs with "
+        "device=cpu, or plain tests of a run without a device); found 12 results, none on "
+        "the CPU (12 of torch_tiny:tiny); run the same files without --ootest-device"
+    )
+
+
+def test_the_backend_is_known_by_the_device_its_sessions_ran_on(tmp_path: Path) -> None:
+    """A run without a config writes no collection lines; its session line says the
+    device (``device_spec``), which names the backend."""
+    ev = _backend_run(tmp_path)
+    lines = ev["current"].read_text()
+    session = {"kind": "session", "selected": 12, "device_spec": "torch_tiny:tiny", "torch": "2"}
+    ev["current"].write_text(json.dumps(session) + "\n" + lines)
+    calls = _calls(tr.load_inputs(ev["current"], [ev["cpu"]]))
+    assert (calls[MISSING].category, calls[MISSING].rule) == ("backend", "missing_kernel")

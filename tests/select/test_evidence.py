@@ -188,7 +188,7 @@ def test_a_new_replay_that_lifts_a_dtype_re_decides_its_variant(
     # the same op set as the first capture (else the captures disagree: uncertain)
     recs.append({"kind": "ops", "variant_id": f64, "ops": {"aten::mul.Tensor": 1, "aten::sum": 1}})
     recs.append({"kind": "stop", "variant_id": f64, "outcome": "passed"})
-    rep = Replay({"kind": "replay", "device": "emu:x", "complete": True})
+    rep = Replay({"kind": "replay", "device": "emu:faulty", "complete": True})
     for op in ("aten::mul.Tensor", "aten::sum"):
         call = _call("float64")
         recs.append({"kind": "example", "variant_id": f64, "op": op, "call": call})
@@ -198,8 +198,9 @@ def test_a_new_replay_that_lifts_a_dtype_re_decides_its_variant(
         ingest_records(s, recs, source="more")
     write_replay(work / "r.jsonl", rep)
     since = ["select", "run", "--since", "old.db", "--memory", "old.db", "--config", "suite.yaml"]
-    rc, _, err = cli(capsys, *since, "--supported", "sup.txt", "--dtypes", "float32,float16",
-                     "--ops", "ops.db", "--replay", "r.jsonl", "--out", "b.yaml")  # fmt: skip
+    rc, _, err = cli(capsys, *since, "--device", "emu:faulty", "--supported", "sup.txt",
+                     "--dtypes", "float32,float16", "--ops", "ops.db", "--replay", "r.jsonl",
+                     "--out", "b.yaml")  # fmt: skip
     assert rc == 0, err
     assert "1 by the replay" in err, err
     rows = {json.loads(x)["decision"]["variant_id"]: json.loads(x)

@@ -183,7 +183,8 @@ def test_capture_replay_select_and_run_a_tiny_suite(tmp_path: Path) -> None:
     listed = ["--supported", "young.txt", "--dtypes", "float32,int64,bool"]
     for name, flags in {
         "young": ["--device", "emu:young", "--replay", str(rep)],
-        "listed": [*listed, "--replay", str(rep)],
+        # the device the replay ran on, its ops from the list (Note [Evidence origins])
+        "listed": ["--device", "emu:young", *listed, "--replay", str(rep)],
         "static": listed,
         "nothing": [],
     }.items():

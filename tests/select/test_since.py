@@ -727,12 +727,15 @@ def test_the_device_delta_comes_from_the_diff_pass(built: Path, tmp_path: Path) 
     assert dev.total == sum(1 for v in b if sel(b, v))
 
 
+@pytest.mark.parametrize("target", ["flag", "config"])
 def test_a_new_replay_re_decides_the_variants_whose_calls_it_judges_otherwise(
-    work: Work, capsys: pytest.CaptureFixture[str]
+    work: Work, capsys: pytest.CaptureFixture[str], target: str
 ) -> None:
     """Note [Incremental selection]: only the backend changed (the same memory twice),
     a new replay says one call now fails: exactly the variant making it is decided
-    again; the same replay again changes nothing."""
+    again; the same replay again changes nothing. The replay is checked against the
+    device the decisions are for (Note [Evidence origins]): ``--device``, else the
+    config's ``device:``."""
     from ootest.device.calls import example_key
     from ootest.opmap.replay import Replay, write_replay
     from ootest.opmap.store import OpStore
@@ -760,7 +763,23 @@ def test_a_new_replay_re_decides_the_variants_whose_calls_it_judges_otherwise(
     replay("ok", "r0.jsonl")
     replay("failed", "r1.jsonl")
     before = (work / "suite.evidence.jsonl").read_text().splitlines()
-    since = ["select", "run", "--since", "old.db", "--memory", "old.db", "--config", "suite.yaml"]
+    since = [
+        "select",
+        "run",
+        "--since",
+        "old.db",
+        "--memory",
+        "old.db",
+        "--config",
+        "suite.yaml",
+    ]
+    if target == "flag":
+        since += ["--device", "emu:faulty"]  # the device the replay ran on, --supported's ops
+    else:
+        text = (work / "suite.yaml").read_text()
+        (work / "suite.yaml").write_text(
+            text.replace("test_suite_config:\n", "test_suite_config:\n  device: emu:faulty\n", 1)
+        )
     rc, _, err = cli(capsys, *since, *SELECT, "--replay", "r0.jsonl", "--out", "a.yaml")
     assert rc == 0, err  # every call fine, as the config already says: nothing to do
     assert "evaluated 0 of" in err and "0 by the replay" in err

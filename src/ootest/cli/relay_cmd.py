@@ -348,6 +348,8 @@ def _triage(args: argparse.Namespace, payload: dict[str, Any], job: Any) -> Any:
         args.device,
         args.backend_package,
     )
+    for note in inputs.notes:
+        print(f"ootest relay: triage: {note}", file=sys.stderr)
     pr, commit = tr.upstream_ref(payload)
     verdict = tr.verdict(
         inputs,

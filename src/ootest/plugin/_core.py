@@ -199,6 +199,7 @@ class OotestPlugin:
             keys,
             spec.name if spec else None,
             module=backend_module(device) if device else None,
+            spec=str(spec) if spec else None,
         )
         config.stash[COLLECTION] = collection
         config.pluginmanager.register(LinearSummary(), "ootest-summary")

@@ -71,6 +71,8 @@ class Collection:
     keys: FileKeys  # see Note [File keys]
     device: str | None  # the backend's name
     module: str | None = None  # the module that registers it (its code: Note [Triage verdict])
+    #: the device as ``--ootest-device`` names it (``emu:full``): Note [Evidence origins]
+    spec: str | None = None
     stats: dict[str, FileStats] = field(default_factory=dict)  # by file key, config files only
     reused: int = 0  # variants whose record came from the plan cache
     computed: int = 0  # variants derived and decided in this run

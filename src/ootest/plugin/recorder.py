@@ -95,6 +95,10 @@ class Recorder:
                 "pid": os.getpid(),
                 "run": self.run_id,
                 "started": self.started,
+                # where it ran (Note [Evidence origins]): readers of other devices'
+                # results, and of a CPU reference, tell them apart by it
+                "device_spec": col.spec,
+                "torch": _torch_version(),
                 "time": now,
             }
         )
@@ -154,6 +158,13 @@ class Recorder:
         rec = crash.crash_record(inflight)
         rec["message"] = f"pytest-xdist worker {wid}: {rec['message']}"
         return rec
+
+
+def _torch_version() -> str | None:
+    """The torch the session imported (collection imports it), without importing it."""
+    torch = sys.modules.get("torch")
+    version = getattr(torch, "__version__", None) if torch is not None else None
+    return str(version) if version is not None else None
 
 
 def _record(report: pytest.TestReport, outcome: str) -> dict[str, Any]:

@@ -76,6 +76,7 @@ from typing import Any
 from ootest import naming as names
 from ootest.errors import UserError
 from ootest.record.identity import backend_module, backend_name, reference_id
+from ootest.record.origin import cpu_reference, run_origin
 from ootest.record.results import XPASSED_STRICT, Record, RunData, headline, read_records
 from ootest.record.signature import signature
 
@@ -184,6 +185,8 @@ class Inputs:
     changed: dict[str, str] = field(default_factory=dict)  # reference_id -> what changed
     window: int = 5  # the last k runs, this one included
     backend: Backend = field(default_factory=Backend)
+    #: what reading the evidence left out, one line each (Note [Evidence origins])
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -513,11 +516,15 @@ def check(obj: Any) -> list[str]:
 
 
 # ------------------------------------------------------------------ inputs (I/O)
-def _run(path: Path, what: str) -> RunData:
+def _records(path: Path, what: str) -> list[Record]:
     recs = read_records(path, missing_ok=False)
     if recs and not any("outcome" in r for r in recs):
         raise UserError(f"{what} {path}: expected ootest JSONL results (lines with 'outcome')")
-    return RunData.from_records(recs)
+    return recs
+
+
+def _run(path: Path, what: str) -> RunData:
+    return RunData.from_records(_records(path, what))
 
 
 def _results(path: Path, what: str) -> dict[str, Record]:
@@ -573,14 +580,20 @@ def load_inputs(
             "variant IDs or failure details)"
         )
     ref: dict[str, Record] = {}
+    notes: list[str] = []
     for p in reference:
-        ref.update(_by_ref(_results(p, "--reference")))
-    run = _run(results, "--results")
-    if device is None:  # what the run itself recorded: the name, and the module
-        seen = [c for c in run.collection.values() if c.get("device")]
-        if seen:
-            name, module = str(seen[0]["device"]), seen[0].get("device_module")
-            device = f"{module}:{name}" if module and module != "ootest.device.emu" else name
+        # only its CPU results: a plain pytest run where the backend autoloads holds
+        # the device's own variants too, whose failures are not the CPU's
+        cpu, note = cpu_reference(f"--reference {p}", _records(p, "--reference"))
+        ref.update(cpu)
+        if note is not None:
+            notes.append(note)
+    recs = _records(results, "--results")
+    run = RunData.from_records(recs)
+    if device is None:  # what the run itself recorded: the device its sessions ran on
+        ran = sorted(d for d in run_origin(recs).devices if d is not None)
+        if ran:
+            device = ran[0]
     return Inputs(
         current=run.results,
         reference=ref,
@@ -588,4 +601,5 @@ def load_inputs(
         changed=changed_variants(memory_diff) if memory_diff is not None else {},
         window=window,
         backend=Backend.of(device, packages),
+        notes=notes,
     )

@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING
 
 from ootest.errors import UserError
 from ootest.memory._ids import has_device_axis
-from ootest.record.identity import reference_id
 from ootest.record.messages import MESSAGE_CHECKS
-from ootest.record.results import RunData
+from ootest.record.results import RunData, read_records
 from ootest.record.signature import signature
 from ootest.select.gates import gated
-from ootest.select.rules import Evidence, Result
+from ootest.select.rules import FAILURES, Evidence, Result
 
 if TYPE_CHECKING:
     from ootest.memory import IndexDiff
@@ -58,6 +57,11 @@ class Sources:
     reference: list[Path] = field(default_factory=list)  # CPU reference results
     results: list[Path] = field(default_factory=list)  # device results, oldest first
     replay: Path | None = None  # ``ootest ops replay`` of the op map's calls
+    #: the device the decisions are for (``--device``; None: not known), against
+    #: which the results' origins are checked (Note [Evidence origins])
+    target: str | None = None
+    #: what reading the sources left out, one line each (filled by ``gather``)
+    notes: list[str] = field(default_factory=list)
 
 
 def _memory(path: Path) -> sqlite3.Connection:
@@ -204,16 +208,45 @@ def from_memory(path: Path, only: Collection[str] | None = None) -> list[Candida
         return out
 
 
-def _results(paths: Iterable[Path]) -> dict[str, list[Result]]:
+def _results(
+    paths: Iterable[Path], target: str | None, notes: list[str], *, cpu: bool = False
+) -> dict[str, list[Result]]:
+    """Per variant, its results in ``paths``: device results of the ``target``
+    device, or (``cpu``) a reference's CPU results by the device variant they stand
+    for; a file or a result of another origin is left out, and said (Note
+    [Evidence origins])."""
+    from ootest.record.origin import cpu_reference, device_axis, mismatch, run_origin
+
     out: dict[str, list[Result]] = {}
     for p in paths:
-        for rec in RunData.load(p).results.values():
+        recs = read_records(p, missing_ok=False)
+        if cpu:
+            found, note = cpu_reference(f"--reference {p}", recs)
+            if note is not None:
+                notes.append(f"ootest: {note}")
+        else:
+            results = RunData.from_records(recs).results
+            why = mismatch(run_origin(recs), target)
+            if why is not None:
+                notes.append(f"ootest: --results {p}: {why}: not evidence of the device, not used")
+                continue
+            found = {
+                k: r
+                for k, r in results.items()
+                if device_axis(str(r.get("variant_id") or "")) is None
+            }
+            if len(found) < len(results):
+                notes.append(
+                    f"ootest: --results {p}: {len(results) - len(found)} results of "
+                    "another device's variants (an ID with device=...) left out"
+                )
+        for key, rec in found.items():
             if rec.get("phase") == "collect" or "outcome" not in rec:
                 continue
-            vid = reference_id(str(rec.get("variant_id") or ""))
+            vid = key if cpu else str(rec.get("variant_id") or "")
             outcome = str(rec["outcome"])
             res = Result(outcome, at=rec.get("time"))
-            if outcome in ("failed", "error", "crashed", "timeout", "xpassed_strict", "xfailed"):
+            if outcome in FAILURES:
                 sig = signature(rec)
                 res = Result(outcome, sig.code, str(sig), rec.get("time"))
             out.setdefault(vid, []).append(res)
@@ -231,8 +264,8 @@ def gather(
     ``select.scope.Scope``; None: all). ``aliases``: a moved variant's old ID (Note
     [Moves]), under which the op map and the replay may know its calls when they
     know none under its new one."""
-    cpu = _results(sources.reference)
-    seen = _results(sources.results)
+    cpu = _results(sources.reference, sources.target, sources.notes, cpu=True)
+    seen = _results(sources.results, sources.target, sources.notes)
     ops_of: dict[str, OpEvidence] = {}
     replay: dict[str, Replayed] = {}
     aliases = aliases or {}

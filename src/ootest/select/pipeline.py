@@ -34,7 +34,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -100,8 +100,10 @@ class Inputs:
     judge: JudgeSettings | None = None
     root_var: str = "TORCH_ROOT"  # what each file's path: starts with
 
-    def sources(self) -> Sources:
-        return Sources(self.memory, self.ops, list(self.reference), list(self.results), self.replay)
+    def sources(self, target: str | None = None) -> Sources:
+        return Sources(
+            self.memory, self.ops, list(self.reference), list(self.results), self.replay, target
+        )
 
 
 @dataclass
@@ -212,19 +214,51 @@ def _header(inputs: Inputs, support: Support, counts: Counter[str], model: str) 
     ]
 
 
-def _check_replay(replay: Path | None, device: str | None) -> None:
-    """A replay made on another device than ``device`` says so before any work."""
-    if replay is None or not device:
-        return
+def _target(backend: Backend) -> str | None:
+    """The device the decisions are for: ``--device``, else the device a
+    ``--detected`` probe ran on (None: not known) (Note [Evidence origins])."""
+    if backend.device:
+        return backend.device
+    if backend.detected is not None:
+        try:
+            data = json.loads(backend.detected.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None  # reading the detection says what is wrong with it
+        device = data.get("device") if isinstance(data, dict) else None
+        return str(device) if device else None
+    return None
+
+
+def _check_replay(replay: Path | None, target: str | None, notes: list[str]) -> Path | None:
+    """The replay, when it ran on the target device (Note [Evidence origins]); a
+    replay on another device than ``--device`` is an error; one whose device or
+    target is not known is not used, and ``notes`` says so."""
+    if replay is None:
+        return None
     from ootest.opmap.replay import read_replay
+    from ootest.record.origin import same_device
 
     on = read_replay(replay).header.get("device")
-    if on is not None and str(on) != device:
+    if on is None or not str(on).strip():
+        notes.append(
+            f"ootest: --replay {replay}: its header names no device it ran on, so it is not "
+            "evidence of this one: not used; replay again with `ootest ops replay --device ...`"
+        )
+        return None
+    if target is None:
+        notes.append(
+            f"ootest: --replay {replay}: replayed on {on}, but no --device names the device "
+            f"the decisions are for: not used; pass --device {on} (with --supported to "
+            "override its ops) if that is the device"
+        )
+        return None
+    if not same_device(str(on), target):
         raise UserError(
-            f"--replay {replay}: replayed on {on}, but --device is {device}; "
-            f"replay on it (`ootest ops replay --device {device} ...`) or pass the "
+            f"--replay {replay}: replayed on {on}, but --device is {target}; "
+            f"replay on it (`ootest ops replay --device {target} ...`) or pass the "
             "device the replay ran on"
         )
+    return replay
 
 
 def _scope(path: Path | None) -> tuple[Any, dict[str, str], str]:
@@ -264,14 +298,17 @@ def select(inputs: Inputs) -> Selection:
     from ootest.select.gather import gather
     from ootest.select.refine import decide_seen
 
-    _check_replay(inputs.replay, inputs.backend.device)
+    notes: list[str] = []
+    target = _target(inputs.backend)
+    inputs = replace(inputs, replay=_check_replay(inputs.replay, target, notes))
     sup = support(inputs.backend)
     scope, areas, prefs_notes = _scope(inputs.scope)
     cands = candidates(inputs.memory, inputs.variants)
     fps = {c.variant_id: c.fingerprint for c in cands}
-    evidence = gather(cands, inputs.sources(), sup, scope)
+    sources = inputs.sources(target)
+    evidence = gather(cands, sources, sup, scope)
+    notes += sources.notes
     _scope_areas(evidence, areas)
-    notes: list[str] = []
     if scope is not None and inputs.scope is not None:
         notes += _unknown_note(
             inputs.scope, scope.unknown(c.variant_id.partition("::")[0] for c in cands)
@@ -344,7 +381,8 @@ def refine(
         raise UserError(f"{config}: cannot read it: {e.strerror or e}") from None
     kept, people = people_entries(old)
     evidence = [ev for ev, _, _ in rows]
-    last = observe(evidence, list(results))
+    origins: list[str] = []
+    last = observe(evidence, list(results), _device(old), origins)
     fps = {ev.variant_id: fp for ev, _, fp in rows}
     out_rows = []
     precision: dict[tuple[str, str], Precision] = {}
@@ -369,8 +407,8 @@ def refine(
         summary = ", ".join(f"{n} {m}" for m, n in sorted(counts.items()))
         return [f"decisions: {summary}" if h.startswith("decisions:") else h for h in head]
 
-    notes = [f"ootest: refine: {changed} of {len(out_rows)} decisions changed"]
-    if rows and results and not any(ev.variant_id in last for ev, _, _ in rows):
+    notes = [*origins, f"ootest: refine: {changed} of {len(out_rows)} decisions changed"]
+    if rows and results and not origins and not any(ev.variant_id in last for ev, _, _ in rows):
         notes.append(
             f"ootest: refine: no result in {', '.join(map(str, results))} is a variant"
             f" of {config} (run on another device, or without one?); nothing learned."
@@ -379,6 +417,15 @@ def refine(
     return Selection(
         out_rows, fps, new_head, root_var(old), _device(old), precision, kept, notes=notes
     )
+
+
+def _config_device(config: Path) -> str | None:
+    """The ``device:`` of a generated config on disk (None: none, or unreadable: the
+    upgrade itself says what is wrong with the file)."""
+    try:
+        return _device(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _device(text: str) -> str | None:
@@ -408,10 +455,12 @@ def upgrade(
             "select run --since: expected --memory NEW.db and --config SUITE.yaml "
             "(the memory to compare with, and the config to update)"
         )
-    _check_replay(inputs.replay, inputs.backend.device)
+    said: list[str] = []  # what the sources' origins left out (Note [Evidence origins])
+    target = _target(inputs.backend) or _config_device(config)
+    inputs = replace(inputs, replay=_check_replay(inputs.replay, target, said))
     sup = support(inputs.backend)
     scope, _areas, prefs_notes = _scope(inputs.scope)
-    sources = inputs.sources()
+    sources = inputs.sources(target)
     # the header's digests are hashed while the diff and the decisions run
     # (hashlib releases the GIL): 0.18 s of reading 160 MB at 250,000 variants
     from concurrent.futures import ThreadPoolExecutor
@@ -444,7 +493,9 @@ def upgrade(
         judge = _asking(inputs.judge, sup, prefs_notes, model, say)
     out = out or config
     check_output(out, "--out")
-    return since_upgrade(since, config, out, sources, sup, scope, provenance, judge)
+    o = since_upgrade(since, config, out, sources, sup, scope, provenance, judge)
+    o.notes[:0] = [n.removeprefix("ootest: ") for n in [*said, *sources.notes]]
+    return o
 
 
 def _asking(

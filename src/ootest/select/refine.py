@@ -46,7 +46,7 @@ from ootest.errors import UserError
 from ootest.record.decisions import sidecar_path as sidecar_path
 from ootest.record.results import RunData
 from ootest.record.signature import signature
-from ootest.select.rules import Decision, Evidence, Result, decide, promotable
+from ootest.select.rules import FAILURES, PASSES, Decision, Evidence, Result, decide, promotable
 from ootest.select.writer import TAG, Precision
 
 _CLOSE = re.compile(r"Tensor-likes are not close")
@@ -114,13 +114,30 @@ class Refined:
     precision: Precision | None = None
 
 
-def observe(evidence: Iterable[Evidence], results: list[Path]) -> dict[str, dict[str, Any]]:
+def observe(
+    evidence: Iterable[Evidence],
+    results: list[Path],
+    target: str | None = None,
+    notes: list[str] | None = None,
+) -> dict[str, dict[str, Any]]:
     """Append the results of ``results`` to each variant's history (in place);
-    returns the last raw result record per variant (for precision proposals)."""
+    returns the last raw result record per variant (for precision proposals). A
+    file that ran without a device or on another than ``target`` (the config's
+    ``device:``) is not device evidence: left out, with a line in ``notes`` (Note
+    [Evidence origins])."""
+    from ootest.record.origin import mismatch, run_origin
+    from ootest.record.results import read_records
+
     by_id = {ev.variant_id: ev for ev in evidence}
     last: dict[str, dict[str, Any]] = {}
     for p in results:
-        for rec in RunData.load(p).results.values():
+        recs = read_records(p, missing_ok=False)
+        why = mismatch(run_origin(recs), target)
+        if why is not None:
+            if notes is not None:
+                notes.append(f"ootest: refine: {p}: {why}: not evidence of the device, not used")
+            continue
+        for rec in RunData.from_records(recs).results.values():
             ev = by_id.get(str(rec.get("variant_id")))
             if ev is None or rec.get("phase") == "collect":
                 continue
@@ -128,10 +145,10 @@ def observe(evidence: Iterable[Evidence], results: list[Path]) -> dict[str, dict
             at = rec.get("time")
             if at is not None and any(r.at == at for r in ev.observed):
                 continue  # this result was observed by an earlier refinement
-            if outcome in ("failed", "error", "crashed", "timeout", "xpassed_strict", "xfailed"):
+            if outcome in FAILURES:
                 sig = signature(rec)  # an expected failure is a failure all the same
                 ev.observed.append(Result(outcome, sig.code, str(sig), at))
-            elif outcome in ("passed", "xpassed"):
+            elif outcome in PASSES:
                 ev.observed.append(Result(outcome, at=at))
             last[ev.variant_id] = rec
     return last
@@ -195,7 +212,7 @@ def _proposal_kept(ev: Evidence, prior: Decision | None) -> Refined | None:
     tolerance (Note [Refinement]): a run confirms it, a person accepts it."""
     if prior is None or not prior.reason.startswith("precision_proposal:") or not ev.observed:
         return None
-    if ev.observed[-1].outcome not in ("passed", "xpassed"):
+    if ev.observed[-1].outcome not in PASSES:
         return None  # failed at the proposed tolerance: decided again from the failure
     m = next((m for e in prior.evidence if (m := _PROPOSED.match(e))), None)
     if m is None:
@@ -203,7 +220,7 @@ def _proposal_kept(ev: Evidence, prior: Decision | None) -> Refined | None:
     prec = Precision(m[1], float(m[2]), float(m[3]), prior.evidence[0])
     n = 0
     for r in reversed(ev.observed):
-        if r.outcome not in ("passed", "xpassed"):
+        if r.outcome not in PASSES:
             break
         n += 1
     why = (
@@ -232,7 +249,7 @@ def settle(ev: Evidence, d: Decision, k: int = 2) -> Decision | None:
         return None
     n = 0
     for r in reversed(ev.observed):
-        if r.outcome not in ("passed", "xpassed"):
+        if r.outcome not in PASSES:
             break
         n += 1
     if n == 0:

@@ -117,8 +117,13 @@ class Decision:
     source: str = "rules"  # rules | model | refine | person
 
 
-_BAD = ("failed", "error", "crashed", "timeout", "xpassed_strict", "xfailed")
-_GOOD = ("passed", "xpassed")
+#: Outcomes that are failures on the device (an expected failure is a failure all
+#: the same) and outcomes that are passes: a strict xfail that passed
+#: (``xpassed_strict``) passed, whatever the run it was in counts it as
+#: (``select audit`` counts it as the pass it is).
+FAILURES = ("failed", "error", "crashed", "timeout", "xfailed")
+PASSES = ("passed", "xpassed", "xpassed_strict")
+_BAD, _GOOD = FAILURES, PASSES
 
 
 def decide(ev: Evidence) -> Decision:
