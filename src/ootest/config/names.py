@@ -414,6 +414,27 @@ def inexact_ids(variants: Iterable[Variant]) -> dict[str, str]:
     return out
 
 
+def op_filter_note(stale: Iterable[str]) -> str | None:
+    """The line a list of config names that matched no test ends with when some
+    name an op in a variant filter (Note [Exact op filters]): a filter written with
+    an OpInfo family before ``op=`` was exact (``[op=div]`` for its variants) is
+    one of them now. Parses each name once: linear in the names listed."""
+    n = 0
+    for raw in stale:
+        try:
+            if any(key == "op" for key, _ in NamePattern.parse(raw).filters):
+                n += 1
+        except NameSyntaxError:
+            continue
+    if not n:
+        return None
+    return (
+        f"{n} of them name an op in a variant filter: op= is the OpInfo's full name, "
+        "exactly as the variant ID writes it (op=div.trunc_rounding, op=_refs.gcd), not "
+        "its family (op=div); edits.ops and supported_ops keep the family (docs/config.md)"
+    )
+
+
 def _without(axes: dict[str, str], key: str) -> tuple[tuple[str, str], ...]:
     return tuple((k, v) for k, v in axes.items() if k != key)
 
