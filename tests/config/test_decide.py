@@ -277,3 +277,43 @@ def test_a_variant_of_several_dtypes_is_named_by_its_id() -> None:
     assert pat.matches(v) and not pat.matches(other)
     one = NamePattern.parse("T::test_set[dtype=complex64]")  # one of the tuple's dtypes
     assert one.matches(v) and one.matches(other)
+
+
+REFS = """\
+test_suite_config:
+  global:
+    supported_ops: [gcd, norm]
+  files:
+    - path: t.py
+      unlisted_test_mode: skip
+      tests:
+        - names: ["TestA::test_ops[op=_refs.gcd,dtype=int64]", "TestA::test_ops[op=norm.nuc]"]
+          mode: mandatory_success
+        - names: ["TestA::test_ops[op=gcd,dtype=int64]", "TestA::test_ops[op=norm]"]
+          mode: skip
+          reason: fails on the board
+        - names: [TestA::test_edits]
+          mode: mandatory_success
+          edits: {ops: {exclude: [{name: gcd}]}}
+"""
+
+
+def test_op_filters_name_a_python_ref_and_its_sibling_exactly(tmp_path: Path) -> None:
+    """Note [Exact op filters]: ``[op=gcd]`` is the OpInfo ``gcd`` alone, not the
+    Python reference ``_refs.gcd``, and ``[op=norm]`` not ``norm.nuc``, so the later
+    skip entry does not take their siblings; the family rule holds where Torch
+    Spyre's format defines it (``supported_ops``, ``edits.ops``)."""
+    (tmp_path / "t.py").write_text("")
+    (tmp_path / "c.yaml").write_text(REFS)
+    cfg = load_config(tmp_path / "c.yaml")
+    refs = {"op": "_refs.gcd", "op_name": "gcd", "dtypes": ("int64",)}
+    gcd = {"op": "gcd", "op_name": "gcd", "dtypes": ("int64",)}
+    nuc = {"op": "norm.nuc", "op_name": "norm", "dtypes": ("float32",)}
+    norm = {"op": "norm", "op_name": "norm", "dtypes": ("float32",)}
+    assert d(cfg, "test_ops", **refs).mode == "mandatory_success"  # type: ignore[arg-type]
+    assert d(cfg, "test_ops", **nuc).mode == "mandatory_success"  # type: ignore[arg-type]
+    assert d(cfg, "test_ops", **gcd).reason == "fails on the board"  # type: ignore[arg-type]
+    assert d(cfg, "test_ops", **norm).reason == "fails on the board"  # type: ignore[arg-type]
+    # supported_ops: [gcd] declares _refs.gcd too; exclude: gcd reaches it
+    r = d(cfg, "test_edits", **refs)  # type: ignore[arg-type]
+    assert (r.mode, r.reason) == ("skip", "op _refs.gcd excluded for this test")

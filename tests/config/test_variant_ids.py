@@ -76,23 +76,32 @@ def test_hostile_values_round_trip_one_by_one() -> None:
 
 
 def test_what_the_grammar_cannot_make_exact_is_reported() -> None:
-    """Two lambdas are both ``<lambda>``; ``a,b`` and ``a;b`` read the same; the
-    OpInfo ``norm`` is also the name of ``norm.nuc``; ``dtype=float32`` is in a
-    ``float32,float64`` tuple of the same test."""
+    """Two lambdas are both ``<lambda>``; ``a,b`` and ``a;b`` read the same;
+    ``dtype=float32`` is in a ``float32,float64`` tuple of the same test."""
     lam = [_variant({"f": lambda x: x}), _variant({"f": lambda y: y})]
     assert set(inexact_ids(lam).values()) == {"2 variants have this ID"}
     commas = [_variant({"s": "a,b"}), _variant({"s": "a;b"})]
     assert len(inexact_ids(commas)) == 1
-    ops = [
-        _variant({}, ("float32",), "norm"),
-        _variant({}, ("float32",), "norm.nuc", "norm"),
-        _variant({}, ("float32",), "add"),
-    ]
-    bad = inexact_ids(ops)
-    assert bad == {"TestX::test_y[op=norm,dtype=float32]": "op=norm also names the op's other "
-                   "variants"}  # fmt: skip
-    assert len(_selects(ops[0], ops)) == 2  # what it reports is true
-    assert _selects(ops[1], ops) == [ops[1]] and _selects(ops[2], ops) == [ops[2]]
     tuples = [_variant({}, ("float32",)), _variant({}, ("float32", "float64"))]
     assert list(inexact_ids(tuples)) == ["TestX::test_y[dtype=float32]"]
     assert _selects(tuples[1], tuples) == [tuples[1]]  # the tuple's own ID is exact
+
+
+def test_op_filters_are_exact_for_op_variants_and_python_refs() -> None:
+    """Note [Exact op filters]: the OpInfo ``norm`` beside ``norm.nuc``, and an op
+    beside its Python reference (``_refs.X``, whose OpInfo name is ``X``), each have
+    an ID that selects it alone; a generated config writes exactly these IDs."""
+    group = [
+        _variant({}, ("float32",), "norm"),
+        _variant({}, ("float32",), "norm.nuc", "norm"),
+        _variant({}, ("int64",), "nn.functional.hardtanh"),
+        _variant({}, ("int64",), "_refs.nn.functional.hardtanh", "nn.functional.hardtanh"),
+        _variant({}, ("float32",), "add"),
+    ]
+    assert inexact_ids(group) == {}
+    for v in group:
+        assert _selects(v, group) == [v], v.test_id
+    assert group[3].test_id == "TestX::test_y[op=_refs.nn.functional.hardtanh,dtype=int64]"
+    # a filter naming the family no longer reaches the Python reference or norm.nuc
+    hard = NamePattern.parse("TestX::test_y[op=nn.functional.hardtanh]")
+    assert [w.test_id for w in group if hard.matches(w)] == [group[2].test_id]

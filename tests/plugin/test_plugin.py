@@ -75,6 +75,25 @@ def test_stale_names_listed(suite: pytest.Pytester) -> None:
     )
 
 
+def test_a_stale_op_filter_says_op_is_exact(suite: pytest.Pytester) -> None:
+    """Note [Exact op filters]: a filter written for an OpInfo family before op= was
+    exact matches nothing now; the list of stale names says why."""
+    family = "        - names: ['TestA::test_pass[op=div]', 'TestA::test_fixed[dtype=int64]']\n"
+    suite.makefile(".yaml", fam=CONFIG + family)
+    r = suite.runpytest("--ootest-config", "fam.yaml")
+    r.stdout.fnmatch_lines(
+        [
+            "*ootest: 3 config names matched no test*",
+            "*fam.yaml:19: TestA::test_pass[[]op=div[]]",
+            "  1 of them name an op in a variant filter: op= is the OpInfo's full name, exactly "
+            "as the variant ID writes it (op=div.trunc_rounding, op=_refs.gcd), not its family "
+            "(op=div); edits.ops and supported_ops keep the family (docs/config.md)",
+        ]
+    )
+    r = suite.runpytest("--ootest-config", "cfg.yaml")
+    assert "name an op in a variant filter" not in r.stdout.str()
+
+
 def test_many_stale_names_are_capped_unless_verbose(suite: pytest.Pytester) -> None:
     gone = "".join(f"        - names: [TestA::test_gone_{i}]\n" for i in range(25))
     suite.makefile(".yaml", many=CONFIG + gone)

@@ -16,7 +16,13 @@ import pytest
 from ootest.config.decide import Decision
 from ootest.opmap.ingest import ingest_records
 from ootest.plugin.explain import explain
-from ootest.record.decisions import NOT_DECIDED, Sidecar, reason_key, sidecar_path
+from ootest.record.decisions import (
+    NOT_DECIDED,
+    NOT_MADE_FOR,
+    Sidecar,
+    reason_key,
+    sidecar_path,
+)
 from ootest.record.results import RunData
 from ootest.runner.reasons import expected_groups, skip_groups
 from tests.conftest import ootest
@@ -113,7 +119,7 @@ def test_a_generated_configs_run_reports_each_reason_code(generated: Path) -> No
         (("dtype_unsupported", "int64"), "skipped"): 1,  # mul; add's is a person's
         (("ops_supported", ""), "passed"): 1,  # mul float32
         (("add hangs on our board (a person's entry)", ""), "skipped"): 3,
-        (("listed as mandatory_success", ""), "passed"): 1,  # mul float16: in no decision
+        ((NOT_MADE_FOR, ""), "passed"): 1,  # mul float16: in no decision
     }
     rec = data.results[_vid("sort", "int64")]
     assert (rec["code"], rec["reason"], rec["evidence"]) == (
@@ -121,8 +127,11 @@ def test_a_generated_configs_run_reports_each_reason_code(generated: Path) -> No
     )  # fmt: skip
     mine = data.results[_vid("add", "int64")]
     assert mine["reason"] == "add hangs on our board (a person's entry)" and "code" not in mine
-    # a generated entry the sidecar does not back says what the config says
-    assert data.results[_vid("mul", "float16")]["reason"] == "listed as mandatory_success"
+    # a generated entry the sidecar does not back: its mode holds, and the report says
+    # that nothing decided it for this variant (never 'listed as ...' with no evidence)
+    assert data.results[_vid("mul", "float16")]["reason"] == (
+        f"{NOT_MADE_FOR} (not in suite.evidence.jsonl; listed as mandatory_success)"
+    )
 
     # the terminal: grouped by code, the ops as details; expected failures apart
     out = r.stdout
@@ -240,6 +249,14 @@ def test_explain_takes_the_sidecar_only_where_nobody_wrote_a_reason(tmp_path: Pa
     assert explain(person, "f.py::T::a", sc) is person
     tagged = _d("skip", "listed", "listed as skip", ("ootest-select",))
     assert explain(tagged, "f.py::T::a", sc).code == "op_unsupported"
+    # a generated entry reaching a variant it was not decided for shows no decision
+    assert explain(tagged, "f.py::T::zz", sc).reason == (
+        f"{NOT_MADE_FOR} (not in s.evidence.jsonl; listed as skip)"
+    )
+    assert explain(tagged, "f.py::T::b", sc).reason == (
+        f"{NOT_MADE_FOR} (s.evidence.jsonl decided xfail: no_evidence; listed as skip)"
+    )
+    assert reason_key({"reason": explain(tagged, "f.py::T::zz", sc).reason}) == (NOT_MADE_FOR, "")
     worded = _d("skip", "listed", "my words", ("ootest-select",))
     assert explain(worded, "f.py::T::a", sc) is worded
     capability = _d("skip", "capability", "op sort is not in global.supported_ops")

@@ -279,6 +279,12 @@ def test_summary_caps_a_long_stale_list(capsys: pytest.CaptureFixture[str]) -> N
     assert "23 config name(s) matched no test" in out
     assert "T::test_19" in out and "T::test_20" not in out
     assert "... and 3 more" in out
+    assert "variant filter" not in out
+    # Note [Exact op filters]: a family op= filter written before says why it is stale
+    recs.append({"kind": "stale", "origin": "c.yaml:99", "name": "T::test_x[op=div,dtype=int64]"})
+    print_summary(RunData.from_records(recs), "r.jsonl")
+    out = " ".join(capsys.readouterr().out.split())
+    assert "1 of them name an op in a variant filter: op= is the OpInfo's full name" in out
 
 
 def test_skips_are_summarised_by_who_skipped(capsys: pytest.CaptureFixture[str]) -> None:

@@ -98,6 +98,8 @@ class _Lookup:
     def op(self, v: Variant) -> OpRef | None:
         if not self.ops:
             return None
+        # by full name or by the OpInfo family (Note [Exact op filters]: the family
+        # is Torch Spyre's meaning here, as it is not in a variant filter)
         hits = [h for h in (self.ops.get(v.op or ""), self.ops.get(v.op_name or "")) if h]
         return min(hits, key=lambda h: h[0])[1] if hits else None
 

@@ -109,6 +109,10 @@ class BuildReport:
     variants_added: int = 0
     variants_removed: int = 0
     variants_changed: int = 0
+    # Note [Variant ID grammar]: of the variants collected by this build (an
+    # incremental build collects only the files that changed)
+    variants_collected: int = 0
+    variants_inexact: int = 0
     entries_total: int = 0
     entries_dumped: bool = False
     entries_changed: int = 0  # added, removed, or with another fingerprint
@@ -132,6 +136,14 @@ class BuildReport:
             f"{self.collect_errors:,} with an import error)",
             f"variants: {self.variants_total:,} (+{self.variants_added:,} "
             f"-{self.variants_removed:,} ~{self.variants_changed:,})",
+            *(
+                [
+                    f"variant IDs not exact as config names: {self.variants_inexact:,} of "
+                    f"{self.variants_collected:,} collected"
+                ]
+                if self.variants_collected
+                else []
+            ),
             f"entries: {self.entries_total:,} ("
             + (
                 f"read again, {self.entries_changed:,} changed"
@@ -477,6 +489,8 @@ class _Builder:
             for v in fc.variants
             if v.id_problem is not None
         }
+        self.report.variants_collected = sum(len(fc.variants) for fc in results.values())
+        self.report.variants_inexact = len(inexact)
         if inexact:  # Note [Variant ID grammar]
             shown = "; ".join(f"{vid}: {why}" for vid, why in sorted(inexact.items())[:3])
             self.report.warnings.append(

@@ -17,6 +17,7 @@ import pytest
 
 from ootest.atomic import check_output
 from ootest.config.decide import Decision
+from ootest.config.names import op_filter_note
 from ootest.config.paths import file_keys, norm
 from ootest.config.when import Context
 from ootest.device.activate import DeviceSpec, activate_device
@@ -589,6 +590,9 @@ class OotestPlugin:
                 tr.write_line(f"  {origin}: {name}")
             if len(shown) < len(stale):
                 tr.write_line(f"  ... and {len(stale) - len(shown)} more (-v lists them all)")
+            note = op_filter_note(name for _, name in stale)
+            if note:
+                tr.write_line(f"  {note}")
 
 
 _STALE_SHOWN = 20  # stale names listed without -v

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from ootest.config.decide import Decision
-from ootest.record.decisions import GENERATED_TAG, NOT_DECIDED, Sidecar, reason_code
+from ootest.record.decisions import (
+    GENERATED_TAG,
+    NOT_DECIDED,
+    NOT_MADE_FOR,
+    Sidecar,
+    reason_code,
+)
 
 __all__ = ["explain"]
 
@@ -24,11 +30,13 @@ def explain(d: Decision, variant_id: str, sidecar: Sidecar | None) -> Decision:
     got = sidecar.get(variant_id)
     if got is not None and got.mode == d.mode:
         return d._replace(reason=got.reason, code=reason_code(got.reason), evidence=got.evidence)
-    if d.bucket == "listed":
-        return d  # a generated entry the sidecar does not back: as the config says
     why = (
         f"not in {sidecar.name}"
         if got is None
         else (f"{sidecar.name} decided {got.mode}: {got.reason}")
     )
+    if d.bucket == "listed":
+        # a generated entry the sidecar does not back for this variant: its mode
+        # holds, but no decision is shown that was made for another variant
+        return d._replace(reason=f"{NOT_MADE_FOR} ({why}; listed as {d.mode})")
     return d._replace(reason=f"{NOT_DECIDED} ({why}; unlisted_test_mode: {d.mode})")

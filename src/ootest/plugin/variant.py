@@ -85,8 +85,9 @@ def _op_names(op: Any) -> tuple[str, str]:
     variant_name = getattr(op, "variant_test_name", "")
     if variant_name and op_full == op_name:
         op_full = f"{op_name}.{variant_name}"
-    # A Python reference (_refs.gcd) tests the op it refers to: config names,
-    # capability gates and op__ marks written for "gcd" apply to it too.
+    # A Python reference (_refs.gcd) tests the op it refers to: capability gates
+    # (supported_ops, edits.ops) and op__ marks written for "gcd" apply to it too;
+    # a variant filter's op= does not (Note [Exact op filters]).
     torch_op = getattr(op, "torch_opinfo_name", None)
     if torch_op:
         op_name = str(torch_op)

@@ -16,7 +16,12 @@ and evidence for a variant that
 
 when the sidecar's mode is the mode the config gives it. A person's entry keeps
 its own ``reason:``; a variant the sidecar does not know, or decided otherwise
-than the config does now, is *not decided* (:data:`NOT_DECIDED`). The lookup is
+than the config does now, is *not decided*: :data:`NOT_DECIDED` when no entry
+names it, :data:`NOT_MADE_FOR` when a generated entry does (a decision is never
+shown under a variant it was not made for: a generated name reaching a variant
+the selection did not decide -- one added upstream later, or a sibling a name
+used to reach before Note [Exact op filters] -- says so rather than ``listed as
+skip`` with no evidence). The lookup is
 by canonical variant ID, so it holds whatever the config lists or leaves
 unlisted. Results carry ``code`` and ``evidence``; reports group by
 :func:`reason_key`. Nothing here imports torch, PyYAML or pydantic.
@@ -34,6 +39,7 @@ __all__ = [
     "EVIDENCE_LINES",
     "GENERATED_TAG",
     "NOT_DECIDED",
+    "NOT_MADE_FOR",
     "Decided",
     "Sidecar",
     "reason_code",
@@ -45,6 +51,8 @@ __all__ = [
 GENERATED_TAG = "ootest-select"
 #: How reports name the group of variants no decision explains.
 NOT_DECIDED = "not decided: unlisted"
+#: How reports name a variant a generated entry reaches but the selection did not decide.
+NOT_MADE_FOR = "not decided: a generated entry not made for it"
 #: Evidence lines a result carries (each cut to EVIDENCE_CHARS): the sidecar keeps all.
 EVIDENCE_LINES = 3
 EVIDENCE_CHARS = 300
@@ -133,7 +141,8 @@ def reason_key(rec: Mapping[str, Any]) -> tuple[str, str]:
 
     A selection decision groups by its code with the rest as the detail
     (``("op_unsupported", "aten::sort")``); a variant nobody decided is
-    :data:`NOT_DECIDED`; any other reason (a person's ``reason:``, a capability
+    :data:`NOT_DECIDED`, one a generated entry reaches without a decision
+    :data:`NOT_MADE_FOR`; any other reason (a person's ``reason:``, a capability
     the config does not declare) is its own group."""
     reason = str(rec.get("reason") or "")
     code = rec.get("code")
@@ -146,4 +155,6 @@ def reason_key(rec: Mapping[str, Any]) -> tuple[str, str]:
         or reason.startswith("not listed in the config")
     ):
         return NOT_DECIDED, ""
+    if reason.startswith(NOT_MADE_FOR):
+        return NOT_MADE_FOR, ""
     return reason or "?", ""

@@ -229,6 +229,11 @@ def print_summary(
                 f"  ... and {len(data.stale) - 20} more (all of them: the HTML report, or "
                 "the results file's 'stale' records)"
             )
+        from ootest.config.names import op_filter_note
+
+        note = op_filter_note(str(r.get("name")) for r in data.stale.values())
+        if note:
+            console.print(f"  {esc(note)}")
     bad = [r for r in data.records() if blocking(r)]
     for r in bad[:20]:
         o = r["outcome"]
