@@ -37,7 +37,7 @@ def _call(dtype: str, n: int = 2, dev: bool = True) -> str:
 
 #: per variant: (op, the dtype signature of a call, whether it was written down
 #: as an example, its replay status: ok, raised (an error path), failed, crashed,
-#: unusable, or None: no result in the replay)
+#: presumed (a crash presumed, not run), unusable, or None: no result in the replay)
 Calls = dict[str, list[tuple[str, str, bool, str | None]]]
 
 
@@ -78,6 +78,8 @@ def _world(
                                device_error="NotImplementedError: Could not run 'x'")  # fmt: skip
             elif status in ("failed", "crashed"):
                 res["detail"] = "boom"
+            elif status == "presumed":  # not run: earlier calls of it crashed
+                res.update(status="crashed", presumed=True, detail="not run: 2 calls crashed")
             rep.results[key] = res
         if vid in branch:
             recs.append({"kind": "device_branch", "variant_id": vid})
@@ -274,6 +276,29 @@ def test_a_call_without_a_replay_result_lifts_nothing_and_skips_nothing(tmp_path
     assert _decide(tmp_path / "b", calls, _declared("aten::add.Tensor"))["t.py::T::test_half"][
         :2
     ] == ("mandatory_success", "ops_supported")
+
+
+def test_a_presumed_crash_is_unknown_never_a_skip(tmp_path: Path) -> None:
+    """Two empty-tensor ``sort`` calls crashed in the replay, so the rest of the
+    op's float32 calls were presumed to crash and not run (``"presumed": true``):
+    the variant whose own call crashed is a skip; the one whose larger call was
+    only presumed runs, and is not mandatory either (issue 36)."""
+    crashed, guessed = "t.py::T::test_sort_empty", "t.py::T::test_sort_large"
+    calls: Calls = {
+        crashed: [("aten::sort.stable", "float32", True, "crashed")],
+        guessed: [
+            ("aten::add.Tensor", "float32", True, "ok"),
+            ("aten::sort.stable", "float32", True, "presumed"),
+        ],
+    }
+    got = _decide(tmp_path, calls, _declared("aten::sort.stable", "aten::add.Tensor"))
+    assert got[crashed][:2] == ("skip", "replay_crashed:aten::sort.stable")
+    mode, reason, why = got[guessed]
+    assert (mode, reason) == ("xfail", "no_evidence")
+    assert why == (
+        "calls 2 ops, none missing; replayed calls not run, presumed from others of the "
+        "same op and dtypes: aten::sort.stable crashed",
+    )
 
 
 def test_a_call_no_example_was_written_for_proves_nothing(tmp_path: Path) -> None:
@@ -515,6 +540,7 @@ evidence = st.builds(
     ops_declared=st.booleans(),
     replay_dtypes=st.sampled_from([(), ("float64",)]),
     replay_raised=st.sampled_from([(), _OPS[1:]]),
+    replay_presumed=st.sampled_from([(), ("aten::mm crashed",)]),
 )
 
 
@@ -584,7 +610,7 @@ def test_no_decision_without_the_evidence_it_needs(ev: Evidence) -> None:
         assert (ev.ops_declared and bool(ev.ops)) or (
             ev.ops == () and FACTS["reference_pass"](ev)
         ), (ev, d)
-        assert not ev.replay and not ev.missing_dtypes
+        assert not ev.replay and not ev.missing_dtypes and not ev.replay_presumed
         assert not (ev.ops_declared and ev.missing_ops)
 
 

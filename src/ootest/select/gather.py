@@ -282,6 +282,7 @@ def gather(
                     ev.replay_dtypes, ev.missing_dtypes, ev.dtype_rule = ev.missing_dtypes, (), None
                     raised.update(o for o in ops if rp.ops[o])
         ev.replay = rp.faults
+        ev.replay_presumed = tuple(f"{op} {status}" for status, op in rp.presumed)
         ev.replay_raised = tuple(sorted(raised))
         cpu_runs = cpu.get(c.variant_id)
         ev.cpu = cpu_runs[-1] if cpu_runs else None
@@ -390,6 +391,9 @@ class Replayed:
     pairs: Mapping[tuple[str, str], bool] = field(default_factory=dict)
     #: its calls written down (replayed or not), each as ``_Call``
     calls: tuple[_Call, ...] = ()
+    #: its calls the replay did not run but presumed to crash or hang like calls of
+    #: the same op and dtypes before them: (status, op); unknown, never a fault
+    presumed: tuple[tuple[str, str], ...] = ()
 
     @property
     def seen(self) -> frozenset[tuple[str, str]]:
@@ -422,8 +426,14 @@ def replayed(
         signed = store.call_signatures(only)
         # each distinct call once: (op, its dtypes, status, raised alike, signature, fault)
         calls: dict[str, _Call] = {}
+        presumed: dict[str, tuple[str, str]] = {}  # key -> (status, op)
         for key, op, call in store.examples():
             r = rep.results.get(key)
+            if r is not None and r.get("presumed"):
+                # never run (Note [Replaying calls]): a guess from other calls, no
+                # fact about this one; it lifts nothing and skips nothing
+                presumed[key] = (str(r["status"]), op)
+                r = None
             status = "unknown" if r is None else str(r["status"])
             fault = None
             if r is not None and status in FAULTS:
@@ -472,7 +482,8 @@ def replayed(
                     pairs[(op, d)] = any(c[3] for c in made)
         bad = {c[5] for c in mine if c[5] is not None}
         faults = tuple(sorted(bad, key=lambda f: (FAULTS.index(f[0]), f[1], f[2]))) if bad else ()
-        out[vid] = Replayed(faults, works, pairs, mine)
+        guessed = tuple(sorted({presumed[k] for k in ks if k in presumed}))
+        out[vid] = Replayed(faults, works, pairs, mine, guessed)
     return out
 
 

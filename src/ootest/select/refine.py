@@ -56,7 +56,7 @@ _REL = re.compile(r"Greatest relative difference: ([0-9.eE+-]+|nan|inf)")
 
 def evidence_row(ev: Evidence, d: Decision, fingerprint: str) -> dict[str, Any]:
     evidence = asdict(ev)
-    for key in ("replay", "replay_covered", "replay_dtypes", "replay_raised"):
+    for key in ("replay", "replay_covered", "replay_dtypes", "replay_raised", "replay_presumed"):
         if not evidence[key]:
             del evidence[key]  # written only where a replay said something
     return {"decision": asdict(d), "evidence": evidence, "fingerprint": fingerprint}
@@ -99,6 +99,7 @@ def parse_row(row: dict[str, Any]) -> tuple[Evidence, Decision, str]:
             "replay_covered": tuple(raw.get("replay_covered", ())),
             "replay_dtypes": tuple(raw.get("replay_dtypes", ())),
             "replay_raised": tuple(raw.get("replay_raised", ())),
+            "replay_presumed": tuple(raw.get("replay_presumed", ())),
             # lines written before it was recorded were decided as declared
             "ops_declared": bool(raw.get("ops_declared", True)),
         }

@@ -106,6 +106,10 @@ class Evidence:
     #: of the ops and dtypes the replay lifted, those with a call that raised on the
     #: device as on the CPU (an error path: the test expects the exception)
     replay_raised: tuple[str, ...] = ()
+    #: recorded calls the replay did not run, presumed to crash or hang because
+    #: calls of the same op and dtypes did (``aten::sort crashed``): unknown, so
+    #: they neither skip the variant nor leave it mandatory (it runs)
+    replay_presumed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,9 @@ def decide(ev: Evidence) -> Decision:
         )
     if ev.replay:
         return _replayed(ev, certain)
+    if ev.replay_presumed:
+        # a presumption is no fact: not a skip, and no positive evidence either
+        return Decision(vid, "xfail", "no_evidence", (_unknown(ev),))
     if certain and ev.ops_declared:
         assert ev.ops is not None
         passes = sum(1 for r in ev.observed if r.outcome in _GOOD)
@@ -204,6 +211,8 @@ def _unknown(ev: Evidence) -> str:
         why = "op set may differ per device: " + ev.ops_uncertain
     elif not ev.ops:
         why = "calls no op on the device; no reference outcome"
+    elif ev.ops_declared:
+        why = f"calls {len(ev.ops)} ops, none missing"
     else:
         why = f"calls {len(ev.ops)} ops, but the backend declares none (nothing declared)"
     if ev.missing_dtypes:
@@ -211,6 +220,11 @@ def _unknown(ev: Evidence) -> str:
         why += f"; dtypes not declared: {dts} (no skip without a certain op set)"
     if ev.missing_ops and ev.ops_declared:
         why += f"; not declared: {', '.join(ev.missing_ops)}"
+    if ev.replay_presumed:
+        why += (
+            f"; replayed calls not run, presumed from others of the same op and dtypes: "
+            f"{', '.join(ev.replay_presumed[:3])}"
+        )
     return why
 
 
