@@ -278,6 +278,29 @@ def test_a_call_without_a_replay_result_lifts_nothing_and_skips_nothing(tmp_path
     ] == ("mandatory_success", "ops_supported")
 
 
+def test_only_on_the_backends_own_name_is_no_skip(tmp_path: Path) -> None:
+    """``@onlyOn("spyre")`` runs on the spyre backend: gather and the judge's
+    gating list called the gate check without the device's name, which made it a
+    false ``upstream_skip`` (issue 36)."""
+    from ootest.select.judge import Case
+
+    vid = "t.py::T::test_a"
+    calls: Calls = {vid: [("aten::add.Tensor", "float32", True, "ok")]}
+    db, _ = _world(tmp_path, calls)
+    support = Support(lambda op: True, None, "list", name="spyre")
+    (mine,) = gather(
+        [Candidate(vid, (), "", ('@onlyOn("spyre")',))], Sources(ops=db), support, None
+    )
+    assert decide(mine).reason == "ops_supported"
+    (other,) = gather(
+        [Candidate(vid, (), "", ('@onlyOn("cuda")',))], Sources(ops=db), support, None
+    )
+    assert decide(other).reason == "upstream_skip"
+    d = decide(mine)
+    assert Case.of(mine, d, ('@onlyOn("spyre")',), "spyre").gating() == ()
+    assert Case.of(mine, d, ('@onlyOn("cuda")',), "spyre").gating() == ('@onlyOn("cuda")',)
+
+
 def test_a_presumed_crash_is_unknown_never_a_skip(tmp_path: Path) -> None:
     """Two empty-tensor ``sort`` calls crashed in the replay, so the rest of the
     op's float32 calls were presumed to crash and not run (``"presumed": true``):

@@ -49,6 +49,9 @@ class Support:
     source: str = ""
     #: Ops declared for some dtypes only: (rule name, callable(op) -> bool, dtypes).
     op_dtypes: tuple[tuple[str, object, frozenset[str]], ...] = ()
+    #: the backend's device name (``spyre``), for the gates that name devices
+    #: (``@onlyOn("spyre")`` runs on it); "" when no backend is named
+    name: str = ""
 
 
 @dataclass
@@ -250,7 +253,7 @@ def gather(
         file = c.variant_id.partition("::")[0]
         if scope is not None and file not in scope:
             ev.out_of_scope = "file not in scope"
-        ev.upstream_skip = gated(c.decorators)  # Note [Device gates]
+        ev.upstream_skip = gated(c.decorators, support.name)  # Note [Device gates]
         if support.dtypes is not None:
             ev.missing_dtypes = tuple(d for d in c.dtypes if d not in support.dtypes)
         known = ops_of.get(c.variant_id)

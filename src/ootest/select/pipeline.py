@@ -155,9 +155,24 @@ def support(backend: Backend) -> Support:
         save_detected=backend.save_detected,
         probe=backend.probe,
     )
+    name = _device_name(backend.device)
     if caps.ops is None:
-        return Support(None, caps.dtypes, caps.source)
-    return Support(caps.ops.covers, caps.dtypes, caps.source, caps.ops.dtype_rules())
+        return Support(None, caps.dtypes, caps.source, name=name)
+    return Support(caps.ops.covers, caps.dtypes, caps.source, caps.ops.dtype_rules(), name)
+
+
+def _device_name(device: str | None) -> str:
+    """The backend's device name (``torch_spyre:spyre`` -> ``spyre``), as upstream's
+    gates see it in ``self.device_type``; "" without a device."""
+    if device is None:
+        return ""
+    from ootest.device.activate import DeviceSpec
+    from ootest.errors import DeviceError
+
+    try:
+        return DeviceSpec.parse(device).name
+    except DeviceError:
+        return ""
 
 
 def candidates(memory: Path | None, variants: Sequence[Path]) -> list[Candidate]:
@@ -549,7 +564,9 @@ def _judge(
     lim = Limits(batch=settings.batch)
     decos = {c.variant_id: c.decorators for c in cands}
     cases = [
-        Case.of(ev, d, decos.get(ev.variant_id, ())) for ev, d in rows if d.reason == "no_evidence"
+        Case.of(ev, d, decos.get(ev.variant_id, ()), support.name)
+        for ev, d in rows
+        if d.reason == "no_evidence"
     ]
     verdicts, rep = judge(
         cases,

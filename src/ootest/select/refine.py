@@ -14,7 +14,9 @@ same rules (Note [Selection rules]), plus:
   overridden: ``out_of_scope`` (the team's choice) and ``upstream_broken`` (the
   CPU fails it too);
 - a model judge's decision (``judge:<bucket>``, Note [Model judge]) is kept while
-  the rules still find no evidence and the device has no result for it;
+  the rules still find no evidence, the device has no result for it and a fact
+  it cites still supports it (Note [Judge citations]: checked again, since a
+  skipped variant never gets a result);
 - a failure that is a numerical mismatch (``Tensor-likes are not close``) whose
   greatest relative difference is within the dtype's bound (``PRECISION_BOUNDS``:
   float32 1e-4, float16 1e-2, bfloat16 5e-2...; ``--max-rtol`` one bound for
@@ -151,8 +153,12 @@ def refine_one(
     d = decide(ev)
     runs = [r.outcome for r in ev.observed]
     if prior is not None and prior.source == "model" and d.reason == "no_evidence" and not runs:
-        # the judge's accepted proposal stands until the device says otherwise
-        return Refined(prior)
+        from ootest.select.judge import still_supported
+
+        # the judge's accepted proposal stands until the device says otherwise, and
+        # while a fact it cites still supports it (a skip never gets a result)
+        if still_supported(prior, ev):
+            return Refined(prior)
     kept = _proposal_kept(ev, prior)
     if kept is not None:
         return kept
