@@ -70,11 +70,14 @@ def _world(
                 continue
             res: dict[str, Any] = {"kind": "call", "key": key, "op": op, "status": status}
             if status in ("raised", "raised_other"):
+                # raised: the device's kernel raised the CPU's exception, message
+                # and all; raised_other: a missing kernel's "Could not run ...", a
+                # NotImplementedError (a RuntimeError) with another message
                 res.update(status="ok", error_path=True, cpu_error="RuntimeError: x",
-                           error="NotImplementedError",
+                           error="RuntimeError", same_message=True,
                            detail="error path: raises on the device as on the CPU")  # fmt: skip
-                if status == "raised_other":  # a missing kernel's "Could not run ..."
-                    res.update(same_message=False,
+                if status == "raised_other":
+                    res.update(same_message=False, error="NotImplementedError",
                                device_error="NotImplementedError: Could not run 'x'")  # fmt: skip
             elif status in ("failed", "crashed"):
                 res["detail"] = "boom"
@@ -403,8 +406,9 @@ def test_the_dtype_axis_is_lifted_when_every_call_replayed_as_on_the_cpu(tmp_pat
 
 
 def test_an_undeclared_op_whose_call_raised_alike_counts_as_working(tmp_path: Path) -> None:
-    """emu:young has no index_put kernel: its NotImplementedError is a RuntimeError,
-    which test_index_put_accumulate_empty expects, and the CPU raised too."""
+    """An index_put the backend does not declare raises on the device the
+    RuntimeError test_index_put_accumulate_empty expects, as on the CPU: its
+    kernel is there and checks its inputs."""
     vid = "t.py::T::test_index_put_accumulate_empty"
     calls: Calls = {
         vid: [
@@ -417,6 +421,27 @@ def test_an_undeclared_op_whose_call_raised_alike_counts_as_working(tmp_path: Pa
     assert why == (
         "all 2 ops it calls are declared or replayed as on the CPU (aten::index_put); "
         "error path: raises on the device as on the CPU (aten::index_put)",
+    )
+
+
+def test_a_missing_kernels_error_path_lifts_no_op_to_supported(tmp_path: Path) -> None:
+    """Issue 36: emu:young has no index_put kernel; its NotImplementedError is a
+    RuntimeError, which test_index_put_accumulate_empty expects, so the test may
+    pass, but the op is not shown to work: the variant runs (xfail), neither
+    skipped nor mandatory, and the op is not listed as replayed as on the CPU."""
+    vid = "t.py::T::test_index_put_accumulate_empty"
+    calls: Calls = {
+        vid: [
+            ("aten::uniform_", "float32", True, "ok"),
+            ("aten::index_put", "float32", True, "raised_other"),
+        ]
+    }
+    mode, reason, why = _decide(tmp_path, calls, _declared("aten::uniform_"))[vid]
+    assert (mode, reason) == ("xfail", "no_evidence")
+    assert why == (
+        "calls 2 ops, none missing; error path only: aten::index_put raised on the device "
+        "another exception class than on the CPU (a missing kernel's?), which this test "
+        "accepts; its support is not shown",
     )
 
 
@@ -435,7 +460,9 @@ def test_an_error_path_with_another_message_fails_a_test_that_matches_messages(
     got = _decide(tmp_path, calls, _declared("aten::arange"), strict=[regex])
     mode, reason, why = got[regex]
     assert (mode, reason) == ("skip", "op_unsupported:aten::index_put_")
-    assert got[plain][:2] == ("mandatory_success", "ops_supported")
+    # the test that does not match messages passes with the missing kernel's error,
+    # which shows nothing of index_put_'s support: it runs (issue 36)
+    assert got[plain][:2] == ("xfail", "no_evidence")
     # a declared op: the test that matches messages runs, never mandatory
     got = _decide(tmp_path / "d", calls, _declared("aten::arange", "aten::index_put_"),
                   strict=[regex])  # fmt: skip
@@ -528,6 +555,40 @@ def test_checks_messages_reads_the_compiled_test() -> None:
     assert not checks_messages(None) and not checks_messages(42)
 
 
+def test_checks_messages_sees_a_caught_exception_read_and_pytest_match() -> None:
+    """Issue 36: ``with self.assertRaises(E) as cm: ...; str(cm.exception)`` and
+    ``pytest.raises(E, match=...)`` match messages too; a missing kernel's
+    "Could not run ..." fails them."""
+    from ootest.record.messages import checks_messages
+
+    class Case:
+        def caught(self) -> None:
+            with self.assertRaises(RuntimeError) as cm:  # type: ignore[attr-defined]
+                pass
+            self.assertIn("shape", str(cm.exception))  # type: ignore[attr-defined]
+
+        def caught_only(self) -> None:
+            with self.assertRaises(RuntimeError):  # type: ignore[attr-defined]
+                pass
+
+    def with_match() -> None:
+        with pytest.raises(RuntimeError, match="shape"):
+            pass
+
+    def excinfo_match() -> None:
+        with pytest.raises(RuntimeError) as e:
+            pass
+        e.match("shape")
+
+    def class_only() -> None:
+        with pytest.raises(RuntimeError):
+            pass
+
+    assert checks_messages(Case.caught) and not checks_messages(Case.caught_only)
+    assert checks_messages(with_match) and checks_messages(excinfo_match)
+    assert not checks_messages(class_only)
+
+
 # ------------------------------------------------------------ properties of the rules
 _OPS = ("aten::mm", "aten::add.Tensor")
 _FAULT = {
@@ -564,6 +625,7 @@ evidence = st.builds(
     replay_dtypes=st.sampled_from([(), ("float64",)]),
     replay_raised=st.sampled_from([(), _OPS[1:]]),
     replay_presumed=st.sampled_from([(), ("aten::mm crashed",)]),
+    replay_error_only=st.sampled_from([(), _OPS[1:]]),
 )
 
 
@@ -634,6 +696,7 @@ def test_no_decision_without_the_evidence_it_needs(ev: Evidence) -> None:
             ev.ops == () and FACTS["reference_pass"](ev)
         ), (ev, d)
         assert not ev.replay and not ev.missing_dtypes and not ev.replay_presumed
+        assert not ev.replay_error_only
         assert not (ev.ops_declared and ev.missing_ops)
 
 

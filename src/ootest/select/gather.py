@@ -266,7 +266,12 @@ def gather(
                 # works on the device (a device-independent kernel of torch's, or a
                 # declaration that left it out): the replay is the evidence
                 ev.missing_ops = tuple(o for o in missing if o not in rp.ops)
-                ev.replay_covered = tuple(o for o in missing if o in rp.ops)
+                lifted = [o for o in missing if o in rp.ops]
+                # an error path met by another class of exception (a missing
+                # kernel's) passes this test, and says nothing of the op's support:
+                # neither missing nor supported (Note [Replaying calls])
+                ev.replay_error_only = tuple(o for o in lifted if o in rp.by_class)
+                ev.replay_covered = tuple(o for o in lifted if o not in rp.by_class)
                 raised.update(o for o in ev.replay_covered if rp.ops[o])
             if uncertain is None and calls is not None:
                 # the dtypes each call saw (Note [Call dtypes]) decide, not the dtype
@@ -397,6 +402,10 @@ class Replayed:
     #: its calls the replay did not run but presumed to crash or hang like calls of
     #: the same op and dtypes before them: (status, op); unknown, never a fault
     presumed: tuple[tuple[str, str], ...] = ()
+    #: ops with a call that raised on the device only an exception of a subclass
+    #: of the CPU's (a missing kernel's ``NotImplementedError`` for a
+    #: ``RuntimeError``): the test expecting it passes, the op is not shown there
+    by_class: frozenset[str] = frozenset()
 
     @property
     def seen(self) -> frozenset[tuple[str, str]]:
@@ -430,6 +439,9 @@ def replayed(
         # each distinct call once: (op, its dtypes, status, raised alike, signature, fault)
         calls: dict[str, _Call] = {}
         presumed: dict[str, tuple[str, str]] = {}  # key -> (status, op)
+        # calls that raised alike only through the class hierarchy (a missing
+        # kernel's NotImplementedError for the CPU's RuntimeError): key -> op
+        by_class: dict[str, str] = {}
         for key, op, call in store.examples():
             r = rep.results.get(key)
             if r is not None and r.get("presumed"):
@@ -445,6 +457,10 @@ def replayed(
             sig = recorded_signature(call)
             dtypes = frozenset(d for d in sig.split(",") if d)
             raised = bool(r is not None and r.get("error_path"))
+            if raised and r is not None:
+                cpu_class = str(r.get("cpu_error") or "").partition(":")[0]
+                if str(r.get("error") or "") != cpu_class:
+                    by_class[key] = op
             other = None
             if raised and r is not None and r.get("same_message") is False:
                 dev, cpu = r.get("device_error"), r.get("cpu_error")
@@ -486,7 +502,8 @@ def replayed(
         bad = {c[5] for c in mine if c[5] is not None}
         faults = tuple(sorted(bad, key=lambda f: (FAULTS.index(f[0]), f[1], f[2]))) if bad else ()
         guessed = tuple(sorted({presumed[k] for k in ks if k in presumed}))
-        out[vid] = Replayed(faults, works, pairs, mine, guessed)
+        sub = frozenset(by_class[k] for k in ks if k in by_class)
+        out[vid] = Replayed(faults, works, pairs, mine, guessed, sub)
     return out
 
 

@@ -56,9 +56,20 @@ _ABS = re.compile(r"Greatest absolute difference: ([0-9.eE+-]+|nan|inf)")
 _REL = re.compile(r"Greatest relative difference: ([0-9.eE+-]+|nan|inf)")
 
 
+#: evidence written only where a replay said something
+_REPLAY_KEYS = (
+    "replay",
+    "replay_covered",
+    "replay_dtypes",
+    "replay_raised",
+    "replay_presumed",
+    "replay_error_only",
+)
+
+
 def evidence_row(ev: Evidence, d: Decision, fingerprint: str) -> dict[str, Any]:
     evidence = asdict(ev)
-    for key in ("replay", "replay_covered", "replay_dtypes", "replay_raised", "replay_presumed"):
+    for key in _REPLAY_KEYS:
         if not evidence[key]:
             del evidence[key]  # written only where a replay said something
     return {"decision": asdict(d), "evidence": evidence, "fingerprint": fingerprint}
@@ -102,6 +113,7 @@ def parse_row(row: dict[str, Any]) -> tuple[Evidence, Decision, str]:
             "replay_dtypes": tuple(raw.get("replay_dtypes", ())),
             "replay_raised": tuple(raw.get("replay_raised", ())),
             "replay_presumed": tuple(raw.get("replay_presumed", ())),
+            "replay_error_only": tuple(raw.get("replay_error_only", ())),
             # lines written before it was recorded were decided as declared
             "ops_declared": bool(raw.get("ops_declared", True)),
         }
