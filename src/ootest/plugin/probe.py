@@ -166,20 +166,16 @@ def _runnable(torch: Any, name: str = "") -> tuple[dict[str, str], str | None]:
             return None
         return [str(a.type) for a in schema.arguments if not a.is_out]
 
-    def out_of(op: str) -> tuple[str | None, bool]:
+    def out_of(op: str) -> str | None:
         """The ``out=`` overload taking the same arguments (in-place ops: of the
-        functional packet, ``add_.Tensor`` -> ``add.out``), and whether the packets
-        have any ``out=`` overload at all."""
+        functional packet, ``add_.Tensor`` -> ``add.out``)."""
         mine = args(op, out=False)
         head = op.partition(".")[0]
-        any_out = False
         for packet in dict.fromkeys((head, head.removesuffix("_"))):
             for other in sorted(packets.get(packet, ())):
-                theirs = args(other, out=True) if other != op else None
-                any_out = any_out or theirs is not None
-                if theirs is not None and theirs == mine:
-                    return other, True
-        return None, any_out
+                if other != op and args(other, out=True) == mine:
+                    return other
+        return None
 
     out: dict[str, str] = {}
     wrappers: list[str] = []  # CompositeExplicit out= overloads, decided last
@@ -193,7 +189,7 @@ def _runnable(torch: Any, name: str = "") -> tuple[dict[str, str], str | None]:
         elif has(op, "CompositeExplicitAutograd") or has(
             op, "CompositeExplicitAutogradNonFunctional"
         ):
-            target, outs = out_of(op)
+            target = out_of(op)
             if target is None:
                 if args(op, out=True) is not None:
                     wrappers.append(op)  # an out= overload itself
