@@ -347,16 +347,23 @@ def refine(
 ) -> Selection:
     """A selected config decided again from real runs (``ootest select refine``);
     :func:`write` it back to ``config``."""
-    from ootest.select.refine import observe, people_entries, read_sidecar, refine_one, sidecar_path
+    from ootest.select.refine import (
+        declared_in,
+        observe,
+        people_entries,
+        read_sidecar,
+        refine_one,
+        sidecar_path,
+    )
     from ootest.select.writer import split_id
 
     if k < 1:
         raise UserError(f"-k: expected at least 1 clean pass; found {k}")
-    rows = read_sidecar(sidecar_path(config))
     try:
         old = config.read_text(encoding="utf-8")
     except OSError as e:
         raise UserError(f"{config}: cannot read it: {e.strerror or e}") from None
+    rows = read_sidecar(sidecar_path(config), declared_in(old))
     kept, people = people_entries(old)
     evidence = [ev for ev, _, _ in rows]
     last = observe(evidence, list(results))
