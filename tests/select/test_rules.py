@@ -380,8 +380,8 @@ def test_an_old_evidence_line_counts_as_declared_only_where_the_header_says_so(
     for backend, want in (("nothing declared", "no_evidence"), ("emu:young", "ops_supported")):
         cfg = tmp_path / backend.replace(" ", "_").replace(":", "_") / "suite.yaml"
         cfg.parent.mkdir()
-        text = render([Placed(d, *split_id(ev.variant_id))], {"test/t.py": "t.py"},
-                      [f"backend: {backend}; ootest 0", "decisions: 1 mandatory_success"])  # fmt: skip
+        head = [f"backend: {backend}; ootest 0", "decisions: 1 mandatory_success"]
+        text = render([Placed(d, *split_id(ev.variant_id))], {"test/t.py": "t.py"}, head)
         cfg.write_text(text)
         cfg.with_name("suite.evidence.jsonl").write_text(json.dumps(row) + "\n")
         (got,) = refine(cfg, []).decisions
