@@ -22,7 +22,9 @@ A proposal is accepted only when
   gates]: ``@deviceCountAtLeast(2)``, ``@skipPRIVATEUSE1If(cond)``),
   ``op:<op>`` an op the op map recorded for it that the backend lacks, or
   ``failure:<signature>`` a failure seen for it (a crash or a hang for
-  ``skip``; any failure for ``xfail``). Its dtypes, its own or another
+  ``skip``; any failure for ``xfail``); for ``skip`` only a skip-grade one (a
+  gate whatever the machine, never a conditional decorator; a missing op of a
+  certain op set; a crash on this device). Its dtypes, its own or another
   variant's ID, a decorator that gates nothing (``@dtypes``) and an op the
   backend has support nothing; such citations are dropped and listed with why.
 
