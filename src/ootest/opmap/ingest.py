@@ -392,7 +392,8 @@ def refresh_flags(c: sqlite3.Connection) -> None:
             WHEN a.db >= {THREADS} AND a.nv > 1 THEN
               'the test starts threads, which op capture does not see into; its ops '
               || 'differ between captures ' || a.caps
-            WHEN a.db >= {THREADS} THEN 'the test starts threads, which op capture does not see into'
+            WHEN a.db >= {THREADS} THEN
+              'the test starts threads, which op capture does not see into'
             WHEN a.db AND a.nv > 1 THEN
               'the test branches on the device type; its ops differ between captures '
               || a.caps
