@@ -189,9 +189,9 @@ class OpCapture:
         if _branches_on_device(getattr(obj, "__func__", obj)):
             self.out.write({"kind": "device_branch", "variant_id": self.variant})
         threads: list[bool] = []
-        prev = threading.getprofile()
+        prev: Any = threading.getprofile()  # untyped: called with the event as given
 
-        def started(frame: Any, event: str, arg: Any) -> Any:
+        def started(frame: Any, event: Any, arg: Any) -> Any:
             # Note [Capture sees one thread]: the first event of a thread the test
             # started; the hook removes itself from that thread at once
             threads.append(True)
