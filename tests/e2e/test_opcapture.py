@@ -366,3 +366,57 @@ def test_what_printing_a_device_tensor_does_is_recorded(tmp_path: Path) -> None:
     assert "float64" not in sigs[silent], sigs[silent]
     assert "aten::neg" in ops[silent] and "aten::masked_select" not in ops[silent]
     assert stops[message]["outcome"] == stops[silent]["outcome"] == "passed"
+
+
+THREADED = """
+import threading
+
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestT(TestCase):
+    def test_in_a_thread(self, device):
+        out = []
+        t = threading.Thread(target=lambda: out.append(torch.ones(2, device=device).exp().cpu()))
+        t.start()
+        t.join()
+        self.assertEqual(out[0], torch.ones(2).exp())
+
+    def test_on_the_host(self, device):
+        self.assertEqual(torch.ones(2).sum().item(), 2.0)
+
+
+instantiate_device_type_tests(TestT, globals())
+"""
+
+
+def test_device_work_in_a_thread_is_no_evidence_of_no_device_ops(tmp_path: Path) -> None:
+    """Issue 36: the capture is thread-local, so a test doing its device work in a
+    thread it starts looked like it called no op on the device, and a pass made it
+    mandatory (``no_device_ops``). A test that starts a thread is now uncertain: it
+    runs (``no_evidence``); a test that stays on the host is still ``no_device_ops``."""
+    from ootest.opmap.store import OpStore
+    from ootest.select.gather import Candidate, Sources, Support, gather
+    from ootest.select.rules import decide
+
+    r, cap = _capture(tmp_path, "test_thr.py", THREADED, "emu:young")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    V = f"{tmp_path.name}/test_thr.py::TestT::"
+    db = tmp_path / "ops.db"
+    with OpStore.open(db, create=True) as s:
+        ingest_files(s, [cap])
+    cands = [Candidate(V + "test_in_a_thread"), Candidate(V + "test_on_the_host")]
+    got = {
+        e.variant_id.rpartition("::")[2]: decide(e)
+        for e in gather(cands, Sources(ops=db), Support(lambda op: True, None, "all"), None)
+    }
+    assert got["test_on_the_host"].reason == "no_device_ops"
+    assert (got["test_in_a_thread"].mode, got["test_in_a_thread"].reason) == (
+        "xfail",
+        "no_evidence",
+    )
+    assert got["test_in_a_thread"].evidence == (
+        "op set may differ per device: the test starts threads, which op capture does not see into",
+    )

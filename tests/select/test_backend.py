@@ -57,6 +57,46 @@ def test_the_probe_knows_kernels_out_kernels_and_composites(tmp_path: Path) -> N
     # neither a kernel nor an out= kernel: not runnable
     for op in ("aten::mul.Tensor", "aten::sort.stable", "aten::empty.memory_format"):
         assert op not in ops
+    # an out= overload whose kernel is torch's generated wrapper of the functional
+    # overload is served through it (mm.out is native, not such a wrapper); one
+    # whose functional overload is not served is left out (issue 36: it counted as
+    # composite when no out= overload's argument names matched its own)
+    assert ops["aten::_foreach_abs.out"] == "via=aten::_foreach_abs"
+    assert "aten::_adaptive_avg_pool2d.out" not in ops
+
+
+# A backend's "not implemented yet" hook: a boxed PrivateUse1 fallback that only
+# raises, and an autograd wrapper of mul with no kernel under it.
+_RAISING = (
+    _KERNELS
+    + """
+def _refuse(op, *args, **kwargs):
+    raise NotImplementedError(f"{op} is not implemented for fake yet")
+
+
+_fb = torch.library.Library("_", "IMPL")
+_fb.fallback(_refuse, "PrivateUse1")
+_lib.impl("mul.Tensor", lambda *a, **k: None, "AutogradPrivateUse1")
+"""
+)
+
+
+def test_a_fallback_that_raises_and_an_autograd_wrapper_are_no_support(tmp_path: Path) -> None:
+    """Issue 36: any boxed fallback, even one that only raises, marked every op
+    supported, and an AutogradPrivateUse1-only registration counted as a kernel.
+    The probe calls the fallback once on a tiny tensor: it raised, so only the
+    backend's own kernels (and what they serve) count; the autograd wrapper is not
+    a kernel."""
+    site = fake_backend(tmp_path, "fakebk", "fake", tail=_RAISING)
+    got = _probe("fake", site)
+    ops = got["ops"]
+    assert isinstance(ops, dict)
+    assert got["fallback"] is True
+    assert str(got["fallback_broken"]).startswith("aten::neg through it raised "), got
+    assert "fallback" not in set(ops.values())
+    assert ops["aten::mm"] == "kernel" and ops["aten::abs"] == "out=aten::abs.out"
+    for op in ("aten::mul.Tensor", "aten::sort.stable", "aten::neg"):
+        assert op not in ops, op
 
 
 # What a probe of such a backend says, saved (select scope/run --save-detected).

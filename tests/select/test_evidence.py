@@ -37,7 +37,7 @@ def _call(dtype: str, n: int = 2, dev: bool = True) -> str:
 
 #: per variant: (op, the dtype signature of a call, whether it was written down
 #: as an example, its replay status: ok, raised (an error path), failed, crashed,
-#: unusable, or None: no result in the replay)
+#: presumed (a crash presumed, not run), unusable, or None: no result in the replay)
 Calls = dict[str, list[tuple[str, str, bool, str | None]]]
 
 
@@ -70,14 +70,19 @@ def _world(
                 continue
             res: dict[str, Any] = {"kind": "call", "key": key, "op": op, "status": status}
             if status in ("raised", "raised_other"):
+                # raised: the device's kernel raised the CPU's exception, message
+                # and all; raised_other: a missing kernel's "Could not run ...", a
+                # NotImplementedError (a RuntimeError) with another message
                 res.update(status="ok", error_path=True, cpu_error="RuntimeError: x",
-                           error="NotImplementedError",
+                           error="RuntimeError", same_message=True,
                            detail="error path: raises on the device as on the CPU")  # fmt: skip
-                if status == "raised_other":  # a missing kernel's "Could not run ..."
-                    res.update(same_message=False,
+                if status == "raised_other":
+                    res.update(same_message=False, error="NotImplementedError",
                                device_error="NotImplementedError: Could not run 'x'")  # fmt: skip
             elif status in ("failed", "crashed"):
                 res["detail"] = "boom"
+            elif status == "presumed":  # not run: earlier calls of it crashed
+                res.update(status="crashed", presumed=True, detail="not run: 2 calls crashed")
             rep.results[key] = res
         if vid in branch:
             recs.append({"kind": "device_branch", "variant_id": vid})
@@ -277,6 +282,52 @@ def test_a_call_without_a_replay_result_lifts_nothing_and_skips_nothing(tmp_path
     ] == ("mandatory_success", "ops_supported")
 
 
+def test_only_on_the_backends_own_name_is_no_skip(tmp_path: Path) -> None:
+    """``@onlyOn("spyre")`` runs on the spyre backend: gather and the judge's
+    gating list called the gate check without the device's name, which made it a
+    false ``upstream_skip`` (issue 36)."""
+    from ootest.select.judge import Case
+
+    vid = "t.py::T::test_a"
+    calls: Calls = {vid: [("aten::add.Tensor", "float32", True, "ok")]}
+    db, _ = _world(tmp_path, calls)
+    support = Support(lambda op: True, None, "list", name="spyre")
+    (mine,) = gather(
+        [Candidate(vid, (), "", ('@onlyOn("spyre")',))], Sources(ops=db), support, None
+    )
+    assert decide(mine).reason == "ops_supported"
+    (other,) = gather(
+        [Candidate(vid, (), "", ('@onlyOn("cuda")',))], Sources(ops=db), support, None
+    )
+    assert decide(other).reason == "upstream_skip"
+    d = decide(mine)
+    assert Case.of(mine, d, ('@onlyOn("spyre")',), "spyre").gating() == ()
+    assert Case.of(mine, d, ('@onlyOn("cuda")',), "spyre").gating() == ('@onlyOn("cuda")',)
+
+
+def test_a_presumed_crash_is_unknown_never_a_skip(tmp_path: Path) -> None:
+    """Two empty-tensor ``sort`` calls crashed in the replay, so the rest of the
+    op's float32 calls were presumed to crash and not run (``"presumed": true``):
+    the variant whose own call crashed is a skip; the one whose larger call was
+    only presumed runs, and is not mandatory either (issue 36)."""
+    crashed, guessed = "t.py::T::test_sort_empty", "t.py::T::test_sort_large"
+    calls: Calls = {
+        crashed: [("aten::sort.stable", "float32", True, "crashed")],
+        guessed: [
+            ("aten::add.Tensor", "float32", True, "ok"),
+            ("aten::sort.stable", "float32", True, "presumed"),
+        ],
+    }
+    got = _decide(tmp_path, calls, _declared("aten::sort.stable", "aten::add.Tensor"))
+    assert got[crashed][:2] == ("skip", "replay_crashed:aten::sort.stable")
+    mode, reason, why = got[guessed]
+    assert (mode, reason) == ("xfail", "no_evidence")
+    assert why == (
+        "calls 2 ops, none missing; replayed calls not run, presumed from others of the "
+        "same op and dtypes: aten::sort.stable crashed",
+    )
+
+
 def test_a_call_no_example_was_written_for_proves_nothing(tmp_path: Path) -> None:
     """Each dtype signature the op map recorded for an op needs a replayed call
     before the op (or the dtype) counts as working."""
@@ -356,8 +407,9 @@ def test_the_dtype_axis_is_lifted_when_every_call_replayed_as_on_the_cpu(tmp_pat
 
 
 def test_an_undeclared_op_whose_call_raised_alike_counts_as_working(tmp_path: Path) -> None:
-    """emu:young has no index_put kernel: its NotImplementedError is a RuntimeError,
-    which test_index_put_accumulate_empty expects, and the CPU raised too."""
+    """An index_put the backend does not declare raises on the device the
+    RuntimeError test_index_put_accumulate_empty expects, as on the CPU: its
+    kernel is there and checks its inputs."""
     vid = "t.py::T::test_index_put_accumulate_empty"
     calls: Calls = {
         vid: [
@@ -370,6 +422,27 @@ def test_an_undeclared_op_whose_call_raised_alike_counts_as_working(tmp_path: Pa
     assert why == (
         "all 2 ops it calls are declared or replayed as on the CPU (aten::index_put); "
         "error path: raises on the device as on the CPU (aten::index_put)",
+    )
+
+
+def test_a_missing_kernels_error_path_lifts_no_op_to_supported(tmp_path: Path) -> None:
+    """Issue 36: emu:young has no index_put kernel; its NotImplementedError is a
+    RuntimeError, which test_index_put_accumulate_empty expects, so the test may
+    pass, but the op is not shown to work: the variant runs (xfail), neither
+    skipped nor mandatory, and the op is not listed as replayed as on the CPU."""
+    vid = "t.py::T::test_index_put_accumulate_empty"
+    calls: Calls = {
+        vid: [
+            ("aten::uniform_", "float32", True, "ok"),
+            ("aten::index_put", "float32", True, "raised_other"),
+        ]
+    }
+    mode, reason, why = _decide(tmp_path, calls, _declared("aten::uniform_"))[vid]
+    assert (mode, reason) == ("xfail", "no_evidence")
+    assert why == (
+        "calls 2 ops, none missing; error path only: aten::index_put raised on the device "
+        "another exception class than on the CPU (a missing kernel's?), which this test "
+        "accepts; its support is not shown",
     )
 
 
@@ -388,7 +461,9 @@ def test_an_error_path_with_another_message_fails_a_test_that_matches_messages(
     got = _decide(tmp_path, calls, _declared("aten::arange"), strict=[regex])
     mode, reason, why = got[regex]
     assert (mode, reason) == ("skip", "op_unsupported:aten::index_put_")
-    assert got[plain][:2] == ("mandatory_success", "ops_supported")
+    # the test that does not match messages passes with the missing kernel's error,
+    # which shows nothing of index_put_'s support: it runs (issue 36)
+    assert got[plain][:2] == ("xfail", "no_evidence")
     # a declared op: the test that matches messages runs, never mandatory
     got = _decide(tmp_path / "d", calls, _declared("aten::arange", "aten::index_put_"),
                   strict=[regex])  # fmt: skip
@@ -481,6 +556,40 @@ def test_checks_messages_reads_the_compiled_test() -> None:
     assert not checks_messages(None) and not checks_messages(42)
 
 
+def test_checks_messages_sees_a_caught_exception_read_and_pytest_match() -> None:
+    """Issue 36: ``with self.assertRaises(E) as cm: ...; str(cm.exception)`` and
+    ``pytest.raises(E, match=...)`` match messages too; a missing kernel's
+    "Could not run ..." fails them."""
+    from ootest.record.messages import checks_messages
+
+    class Case:
+        def caught(self) -> None:
+            with self.assertRaises(RuntimeError) as cm:  # type: ignore[attr-defined]
+                pass
+            self.assertIn("shape", str(cm.exception))  # type: ignore[attr-defined]
+
+        def caught_only(self) -> None:
+            with self.assertRaises(RuntimeError):  # type: ignore[attr-defined]
+                pass
+
+    def with_match() -> None:
+        with pytest.raises(RuntimeError, match="shape"):
+            pass
+
+    def excinfo_match() -> None:
+        with pytest.raises(RuntimeError) as e:
+            pass
+        e.match("shape")
+
+    def class_only() -> None:
+        with pytest.raises(RuntimeError):
+            pass
+
+    assert checks_messages(Case.caught) and not checks_messages(Case.caught_only)
+    assert checks_messages(with_match) and checks_messages(excinfo_match)
+    assert not checks_messages(class_only)
+
+
 # ------------------------------------------------------------ properties of the rules
 _OPS = ("aten::mm", "aten::add.Tensor")
 _FAULT = {
@@ -516,6 +625,8 @@ evidence = st.builds(
     ops_declared=st.booleans(),
     replay_dtypes=st.sampled_from([(), ("float64",)]),
     replay_raised=st.sampled_from([(), _OPS[1:]]),
+    replay_presumed=st.sampled_from([(), ("aten::mm crashed",)]),
+    replay_error_only=st.sampled_from([(), _OPS[1:]]),
 )
 
 
@@ -585,7 +696,8 @@ def test_no_decision_without_the_evidence_it_needs(ev: Evidence) -> None:
         assert (ev.ops_declared and bool(ev.ops)) or (
             ev.ops == () and FACTS["reference_pass"](ev)
         ), (ev, d)
-        assert not ev.replay and not ev.missing_dtypes
+        assert not ev.replay and not ev.missing_dtypes and not ev.replay_presumed
+        assert not ev.replay_error_only
         assert not (ev.ops_declared and ev.missing_ops)
 
 
@@ -603,6 +715,26 @@ def reason_table() -> dict[str, tuple[frozenset[str], tuple[str, ...]]]:
         for code in re.findall(r"`([a-z_]+)(?::[^`]*)?`", cells[0]):
             out[code] = (modes, facts)
     return out
+
+
+def test_each_reason_says_what_it_proves_and_what_it_does_not() -> None:
+    """Issue 36: docs/select.md says, for every reason of its table, what the
+    reason proves and what it does not."""
+    text = (ROOT / "docs" / "select.md").read_text()
+    part = text.split("### What each reason proves, and what it does not", 1)[1]
+    part = part.split("\nThe facts:", 1)[0]
+    said: dict[str, tuple[str, str]] = {}
+    for line in part.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            for code in re.findall(r"`([a-z_]+)(?::[^`]*)?`", cells[0]):
+                said[code] = (cells[1], cells[2])
+    missing = set(reason_table()) - set(said)
+    assert not missing, missing
+    assert {"judge:skip", "judge:xfail"} <= {
+        m for line in part.splitlines() for m in re.findall(r"`(judge:[a-z]+)`", line)
+    }
+    assert all(proves and not_ for proves, not_ in said.values())
 
 
 def test_the_reason_table_names_every_reason_and_known_facts() -> None:

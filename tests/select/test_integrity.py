@@ -154,19 +154,30 @@ def test_a_float32_kernel_off_by_a_tenth_of_a_percent_stays_a_failure() -> None:
     assert refine_one(ev, rec, 2, 0.05).decision.reason == "precision_proposal:float32"
 
 
+def test_a_precision_proposal_keeps_torchs_atol_whatever_the_absolute_error() -> None:
+    """Issue 36: the proposed atol was 2x the greatest absolute difference, with
+    no bound: values of 1e6 off by 10 (rel 1e-5, within float32's bound) proposed
+    atol=20 for every comparison of the test. The relative bound covers every
+    element; the atol stays torch's."""
+    ev, rec = _mismatch("v[dtype=float32]", "float32", 10.0, 1e-5)
+    r = refine_one(ev, rec, 2)
+    assert r.decision.reason == "precision_proposal:float32"
+    assert r.precision is not None and (r.precision.atol, r.precision.rtol) == (1e-5, 2e-5)
+
+
 def test_a_precision_edit_is_a_proposal_confirmed_by_a_run_never_a_promotion() -> None:
     ev, rec = _mismatch("v[dtype=float32]", "float32", 2e-5, 4e-5)
     r = refine_one(ev, rec, 2)
     assert (r.decision.mode, r.decision.reason) == ("xfail", "precision_proposal:float32")
     assert r.decision.evidence[0].startswith("numerical mismatch on the device: greatest abs ")
-    assert r.decision.evidence[1] == "proposed precision float32: atol=4e-05, rtol=8e-05"
+    assert r.decision.evidence[1] == "proposed precision float32: atol=1e-05, rtol=8e-05"
     assert r.precision is not None and r.precision.rtol == pytest.approx(8e-5)
     # two runs pass at the proposed tolerance: confirmed, still a proposal
     ev.observed += [PASS1.__class__("xpassed", at=2.0), PASS1.__class__("xpassed", at=3.0)]
     again = refine_one(ev, None, 2, None, r.decision)
     assert (again.decision.mode, again.decision.reason) == ("xfail", "precision_proposal:float32")
     assert again.decision.evidence[2].startswith("confirmed: passed the last 2 run(s)")
-    assert again.precision == r.precision.__class__("float32", 4e-5, 8e-5, r.decision.evidence[0])
+    assert again.precision == r.precision.__class__("float32", 1e-5, 8e-5, r.decision.evidence[0])
 
 
 def test_refine_writes_the_proposal_as_an_xfail_with_its_tolerance(
@@ -187,7 +198,7 @@ def test_refine_writes_the_proposal_as_an_xfail_with_its_tolerance(
     (entry,) = [t for t in f["tests"] if t["names"] == ["T::test_a[dtype=float32]"]]
     assert entry["mode"] == "xfail"
     assert entry["edits"]["dtypes"]["include"] == [
-        {"name": "float32", "precision": {"atol": 4e-05, "rtol": 8e-05}}
+        {"name": "float32", "precision": {"atol": 1e-05, "rtol": 8e-05}}
     ]
     assert main(["config", "validate", "s.yaml", "--no-paths"]) == 0
 

@@ -361,29 +361,21 @@ def test_a_fact_of_the_variant_itself_is_accepted() -> None:
     from ootest.select.judge import weigh
 
     base = UNDECIDED[0]
+    crash = ("crashed", "SIGSEGV:0badf00d", "signal 11")
     cases = [
-        Case("v::gate", (), ("@deviceCountAtLeast(2)",), None, None, None, "w"),
+        Case("v::gate", (), ("@onlyOn('cuda')",), None, None, None, "w"),
         Case("v::cond", (), ("@skipPRIVATEUSE1If(not HAS_X, 'x')",), None, None, None, "w"),
         Case(
             "v::op",
             (),
             (),
             ("aten::_scaled_mm",),
-            "branches",
+            None,
             None,
             "w",
             missing_ops=("aten::_scaled_mm",),
         ),
-        Case(
-            "v::crash",
-            (),
-            (),
-            None,
-            None,
-            None,
-            "w",
-            failures=(("crashed", "SIGSEGV:0badf00d", "signal 11"),),
-        ),
+        Case("v::crash", (), (), None, None, None, "w", failures=(crash,), device_fatal=(crash,)),
         Case(
             "v::fail",
             (),
@@ -396,8 +388,8 @@ def test_a_fact_of_the_variant_itself_is_accepted() -> None:
         ),
     ]
     cites = {
-        "v::gate": ("skip", "decorator:@deviceCountAtLeast(2)"),
-        "v::cond": ("skip", "decorator:skipPRIVATEUSE1If"),
+        "v::gate": ("skip", "decorator:@onlyOn('cuda')"),
+        "v::cond": ("xfail", "decorator:skipPRIVATEUSE1If"),
         "v::op": ("skip", "op:aten::_scaled_mm"),
         "v::crash": ("skip", "failure:SIGSEGV:0badf00d"),
         "v::fail": ("xfail", "failure:RuntimeError:1a2b3c4d"),
@@ -408,7 +400,7 @@ def test_a_fact_of_the_variant_itself_is_accepted() -> None:
     got = weigh(answer, [*cases, base], set(), "m", "k")
     assert {v: (d.decision.mode if d.decision else None) for v, d in got.items()} == {
         "v::gate": "skip",
-        "v::cond": "skip",
+        "v::cond": "xfail",
         "v::op": "skip",
         "v::crash": "skip",
         "v::fail": "xfail",
@@ -419,6 +411,65 @@ def test_a_fact_of_the_variant_itself_is_accepted() -> None:
         [{"variant_id": "v::fail", "bucket": "skip", "citations": [cites["v::fail"][1]]}]
     )
     assert weigh(answer, cases, set(), "m", "k")["v::fail"].decision is None
+
+
+def test_a_skip_needs_a_skip_grade_fact() -> None:
+    """Issue 36: a skip cited facts the rules themselves do not skip on. A
+    conditional decorator (``@unittest.skipIf(IS_WINDOWS, ...)`` on a test that
+    passed on the reference device on Linux, ``@largeTensorTest(..., device="cpu")``),
+    a missing op of an op set that may differ per device, a crash on the capture
+    device: each supports xfail (it runs), never skip; a fact cited twice is kept
+    once."""
+    from ootest.select.judge import check_citation, weigh
+    from ootest.select.rules import Decision, Evidence, Result
+
+    win = "@unittest.skipIf(IS_WINDOWS, 'no fork on windows')"
+    big = "@largeTensorTest('12GB', device='cpu')"
+    ev = Evidence(
+        "t.py::T::test_x",
+        ops=("aten::mm",),
+        ops_uncertain="the test branches on the device type",
+        missing_ops=("aten::mm",),
+        ops_declared=True,
+        reference=Result("crashed", "SIGSEGV:0badf00d", "signal 11"),
+    )
+    case = Case.of(ev, Decision(ev.variant_id, "xfail", "no_evidence"), (win, big), "emu")
+    assert check_citation(f"decorator:{win}", case, "skip") == (
+        "a decorator whose effect depends on the machine it runs on supports xfail, never skip"
+    )
+    assert check_citation(f"decorator:{big}", case, "skip") is not None
+    assert check_citation("op:aten::mm", case, "skip") == (
+        "its op set may differ per device (it may not call it there): not a skip"
+    )
+    assert check_citation("failure:SIGSEGV:0badf00d", case, "skip") == (
+        "a crash or a hang on the CPU reference or the capture device supports xfail; "
+        "only one on this device supports skip"
+    )
+    for c in (f"decorator:{win}", f"decorator:{big}", "op:aten::mm", "failure:SIGSEGV:0badf00d"):
+        assert check_citation(c, case, "xfail") is None, c
+    twice = [f"decorator:{win}", "decorator:@unittest.skipIf(IS_WINDOWS,'no fork on windows')"]
+    answer = _answer([{"variant_id": ev.variant_id, "bucket": "skip", "citations": twice}])
+    (v,) = weigh(answer, [case], set(), "m", "k").values()
+    assert v.decision is None and len(v.record["dropped"]) == 1
+    answer = _answer([{"variant_id": ev.variant_id, "bucket": "xfail", "citations": twice}])
+    (v,) = weigh(answer, [case], set(), "m", "k").values()
+    assert v.decision is not None and v.record["citations"] == [f"decorator:{win}"]
+
+
+def test_refine_drops_a_judge_skip_no_fact_supports_any_more() -> None:
+    """Issue 36: refine kept a judge skip for ever (a skipped variant never gets a
+    result), one accepted on a conditional decorator included. Its citations are
+    checked again: a skip nothing supports runs; an xfail on the same fact stays."""
+    from ootest.select.refine import refine_one
+    from ootest.select.rules import Decision, Evidence
+
+    ev = Evidence("t.py::T::test_x", ops=None)
+    cite = "cites decorator:@unittest.skipIf(IS_WINDOWS, 'no fork on windows')"
+    skip = Decision(ev.variant_id, "skip", "judge:skip", ("model m: windows", cite), "model")
+    got = refine_one(ev, None, 2, prior=skip).decision
+    assert (got.mode, got.reason) == ("xfail", "no_evidence")
+    xfail = Decision(ev.variant_id, "xfail", "judge:xfail", ("model m: windows", cite), "model")
+    assert refine_one(ev, None, 2, prior=xfail).decision == xfail
 
 
 #: test names that try to write lines of their own into the prompt

@@ -359,3 +359,30 @@ def test_an_undeclared_op_whose_calls_replayed_ok_counts_as_supported(tmp_path: 
     )
     assert got[bad_v][:2] == ("skip", "op_unsupported:aten::cumsum")
     assert decisions(None)[ok_v][:2] == ("skip", "op_unsupported:aten::detach")  # no replay
+
+
+def test_an_old_evidence_line_counts_as_declared_only_where_the_header_says_so(
+    tmp_path: Path,
+) -> None:
+    """Issue 36: a sidecar line written before ``ops_declared`` was recorded was read
+    as declared whatever the config was decided from; a config decided with
+    nothing declared then kept ``ops_supported`` on every refine. The header's
+    ``backend:`` line says how it was decided."""
+    from ootest.select.pipeline import refine
+    from ootest.select.refine import evidence_row
+    from ootest.select.writer import Placed, render, split_id
+
+    ev = Evidence("test/t.py::T::test_a", ops=("aten::add.Tensor",), ops_declared=True)
+    d = decide(ev)
+    assert d.reason == "ops_supported"
+    row = evidence_row(ev, d, "fp")
+    del row["evidence"]["ops_declared"]  # as an older ootest wrote it
+    for backend, want in (("nothing declared", "no_evidence"), ("emu:young", "ops_supported")):
+        cfg = tmp_path / backend.replace(" ", "_").replace(":", "_") / "suite.yaml"
+        cfg.parent.mkdir()
+        head = [f"backend: {backend}; ootest 0", "decisions: 1 mandatory_success"]
+        text = render([Placed(d, *split_id(ev.variant_id))], {"test/t.py": "t.py"}, head)
+        cfg.write_text(text)
+        cfg.with_name("suite.evidence.jsonl").write_text(json.dumps(row) + "\n")
+        (got,) = refine(cfg, []).decisions
+        assert got.reason == want, (backend, got)

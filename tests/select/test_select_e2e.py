@@ -160,7 +160,8 @@ def _decisions(folder: Path, name: str) -> dict[str, tuple[str, str, str]]:
 def test_capture_replay_select_and_run_a_tiny_suite(tmp_path: Path) -> None:
     """capture (emu:full) -> replay (emu:young) -> select run, from a device profile,
     from a list that declares fewer dtypes than the device holds, and from nothing:
-    an undeclared op whose call raises alike (an error path), undeclared ops and
+    an undeclared op whose call raises a missing kernel's error the test accepts
+    (an error path: it runs, neither skipped nor mandatory), undeclared ops and
     dtypes whose calls replayed as on the CPU, no op declared at all; then the
     config selected for emu:young runs there, every mandatory variant passing."""
     (tmp_path / "test_ev.py").write_text(TINY)
@@ -192,19 +193,20 @@ def test_capture_replay_select_and_run_a_tiny_suite(tmp_path: Path) -> None:
 
     for name in ("young", "listed", "static", "nothing"):
         _holds_to_the_table(tmp_path / f"{name}.evidence.jsonl")
-    error_path = "error path: raises on the device as on the CPU"
     young = _decisions(tmp_path, "young")
     assert {v: d[:2] for v, d in young.items()} == {
-        "test_index_put_accumulate_empty": ("mandatory_success", "ops_supported"),
+        "test_index_put_accumulate_empty": ("xfail", "no_evidence"),
         "test_view_dtype_upsize_errors[dtype=float32]": ("mandatory_success", "ops_supported"),
         "test_view_dtype_upsize_errors[dtype=float16]": ("mandatory_success", "ops_supported"),
         "test_add[dtype=float32]": ("mandatory_success", "ops_supported"),
         "test_add[dtype=float16]": ("mandatory_success", "ops_supported"),
         "test_cumsum": ("skip", "op_unsupported:aten::cumsum"),
     }
+    # emu:young has no index_put kernel: its NotImplementedError is the RuntimeError
+    # the test expects, which shows nothing of the op's support (issue 36)
     assert (
-        f"replayed as on the CPU (aten::_index_put_impl_); {error_path}"
-        in young["test_index_put_accumulate_empty"][2]
+        "error path only: aten::_index_put_impl_ raised on the device another exception "
+        "class than on the CPU" in young["test_index_put_accumulate_empty"][2]
     )
     # fewer dtypes declared than the device holds: the replay lifts float16
     listed_ = _decisions(tmp_path, "listed")
@@ -226,4 +228,6 @@ def test_capture_replay_select_and_run_a_tiny_suite(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     got = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
     passed = {r["variant_id"] for r in got if r.get("outcome") == "passed"}
-    assert len(passed) == 5, got
+    assert len(passed) == 4, got  # every mandatory variant
+    xpassed = {r["variant_id"] for r in got if r.get("outcome") == "xpassed"}
+    assert {v.rpartition("::")[2] for v in xpassed} == {"test_index_put_accumulate_empty"}, got

@@ -219,9 +219,10 @@ def replay_one(
 
 def _unplaced(op: Any, spec: Any, seed: int, error: Exception, device: str) -> dict[str, Any]:
     """The device could not take the call's inputs: a test making the call could
-    not either. ``failed``, unless the call raises on the CPU too: then it is an
-    error path like any other (the test's own tensor creation raises inside its
-    ``assertRaises``), compared by ``_error_path``."""
+    not either. ``failed`` when the CPU runs the call; ``unusable`` when it raises
+    there: the op never ran on the device, so whether it raises there as on the
+    CPU is not known (an error of putting a tensor on the device is no error path
+    of the op: issue 36)."""
     where = "its inputs cannot be put on the device"
     try:
         (cargs, ckw), _ = decode_call(spec, "cpu", seed)
@@ -230,9 +231,9 @@ def _unplaced(op: Any, spec: Any, seed: int, error: Exception, device: str) -> d
     try:
         op(*cargs, **ckw)
     except Exception as cpu_error:
-        got = _error_path(cpu_error, error, device)
-        got["detail"] = f"{where}: {got['detail']}"
-        return got
+        return {"status": "unusable",
+                "detail": f"{where} ({_what(error)}) and it raises on the CPU "
+                f"({_what(cpu_error)}): the op never ran on the device"}  # fmt: skip
     return {"status": "failed", "error": type(error).__name__,
             "detail": f"{where}: {_short(str(error))}"}  # fmt: skip
 

@@ -8,6 +8,8 @@ The stream format (one object per line; see docs/opmap.md):
   "ops": {"aten::add.Tensor": 3, ...}}``: calls seen (a variant may have several);
 - ``{"kind": "stop", "variant_id", "op", "outcome", "error"}``: how it ended;
 - ``{"kind": "device_branch", "variant_id"}``: its ops may differ per device;
+  with ``"threads": true``: the test started a thread, whose ops the capture
+  does not see (Note [Capture sees one thread]): uncertain all the same;
 - ``{"kind": "dtypes", "variant_id", "op", "dtypes": ["int64"]}``: the variant
   called ``op`` with device tensors of these dtypes (distinct, sorted; one record
   per signature new to the variant, Note [Call dtypes]);

@@ -81,7 +81,9 @@ class Ingest:
         self.opsets: dict[Pair, tuple[int, int]] = {}
         self.revisit: set[Pair] = set()
         self.stops: dict[Pair, tuple[str | None, str | None, str | None]] = {}
-        self.branches: set[Pair] = set()
+        #: 1: the test branches on the device; 2: it started a thread, which op
+        #: capture does not see into (Note [Capture sees one thread])
+        self.branches: dict[Pair, int] = {}
         self.pairs: set[Pair] = set()
         self.sig_ids: dict[str, int] = {}  # "float32,int64" -> sig id
         self.new_sigs: list[tuple[int, str]] = []
@@ -172,7 +174,8 @@ class Ingest:
                     rec.get("error"),
                 )
             else:
-                self.branches.add(key)
+                flag = THREADS if rec.get("threads") else 1
+                self.branches[key] = max(self.branches.get(key, 0), flag)
         self._close_current()
 
     def _variant(self, rec: dict[str, Any]) -> int:
@@ -309,7 +312,7 @@ class Ingest:
                     cap,
                     *self.opsets.get((cap, var), (0, 0)),
                     *self._stop((cap, var)),
-                    int((cap, var) in self.branches),
+                    self.branches.get((cap, var), 0),
                 )
                 for cap, var in sorted(self.pairs, key=lambda k: (k[1], k[0]))
             ),
@@ -372,6 +375,11 @@ def refresh_postings(c: sqlite3.Connection, ops: Iterable[int]) -> None:
     c.executemany("UPDATE op SET variants = ? WHERE id = ?", rows)
 
 
+#: ``device_branch`` of a variant whose test started a thread (1: it branches on
+#: the device): its ops are uncertain either way, and the why says which
+THREADS = 2
+
+
 def refresh_flags(c: sqlite3.Connection) -> None:
     """Recompute every variant's device-dependence, ``varies`` and ``partial``."""
     from ootest.opmap.schema import COMPLETE_OUTCOMES
@@ -381,6 +389,11 @@ def refresh_flags(c: sqlite3.Connection) -> None:
         f"""
         UPDATE variant SET device_branch = a.db, varies = a.nv > 1, partial = NOT a.complete,
           why = CASE
+            WHEN a.db >= {THREADS} AND a.nv > 1 THEN
+              'the test starts threads, which op capture does not see into; its ops '
+              || 'differ between captures ' || a.caps
+            WHEN a.db >= {THREADS} THEN
+              'the test starts threads, which op capture does not see into'
             WHEN a.db AND a.nv > 1 THEN
               'the test branches on the device type; its ops differ between captures '
               || a.caps

@@ -40,7 +40,8 @@ calls with that signature are not run: they are recorded with the same status,
 op and signature, so they come next). Selection reads the file (``ootest select run
 --replay``): a variant whose recorded calls crashed or hung is a skip, one whose
 calls failed or mismatched is run without being required to pass
-(Note [Selection rules]). Nothing here imports torch.
+(Note [Selection rules]); a presumed call is no fact (it never ran): unknown,
+it skips nothing and the variant runs (``no_evidence``). Nothing here imports torch.
 """
 
 from __future__ import annotations

@@ -46,6 +46,15 @@ calls the compiled artifact then makes at run time are recorded as usual.
 A variant whose test source branches on the device (``device_type``, ``'cuda' in
 device``, ``TEST_CUDA``...) is flagged: its ops may differ on another device.
 
+Note [Capture sees one thread]: the capture is a ``TorchDispatchMode``, which is
+thread-local: ops a test runs in a thread it starts are not seen, and a test
+doing all its device work in one would look like it calls no op on the device
+(``no_device_ops``, mandatory on a pass: issue 36). A ``threading`` profile hook,
+set for the variant only and removed from each new thread at its first event,
+notes that the test started a thread; the variant's ops are then uncertain (a
+``device_branch`` record with ``"threads": true``). Threads started outside
+``threading`` (``_thread``, C++) are not seen.
+
 Each process appends its own lines to PATH (one ``write`` per line, so pytest-xdist
 workers never interleave); the format is the op map's capture stream
 (ootest.opmap.capture).
@@ -57,6 +66,8 @@ import functools
 import inspect
 import logging
 import re
+import sys
+import threading
 import time
 from collections.abc import Generator
 from pathlib import Path
@@ -183,6 +194,17 @@ class OpCapture:
         obj = getattr(item, "obj", None)
         if _branches_on_device(getattr(obj, "__func__", obj)):
             self.out.write({"kind": "device_branch", "variant_id": self.variant})
+        threads: list[bool] = []
+        prev: Any = threading.getprofile()  # untyped: called with the event as given
+
+        def started(frame: Any, event: Any, arg: Any) -> Any:
+            # Note [Capture sees one thread]: the first event of a thread the test
+            # started; the hook removes itself from that thread at once
+            threads.append(True)
+            sys.setprofile(prev)
+            return prev(frame, event, arg) if prev is not None else None
+
+        threading.setprofile(started)
         try:
             with self.mode:
                 self.recording = True
@@ -191,6 +213,10 @@ class OpCapture:
                 finally:
                     self.recording = False
         finally:
+            threading.setprofile(prev)
+            if threads and self.out is not None:
+                self.out.write({"kind": "device_branch", "variant_id": self.variant,
+                                "threads": True})  # fmt: skip
             self._finish()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -15,6 +15,14 @@ compiled test function, its nested functions and lambdas, and the methods of its
 class it calls as ``self.X``, one level deep) and the repository memory (its
 ``refs`` hold the ``self.X`` a test and its helpers use). A check made through a
 helper of another module is not seen: refinement corrects what slips through.
+
+Two more ways to match a message are read at collection (issue 36): the
+exception an ``assertRaises``/``assertWarns`` context caught, read afterwards
+(``with self.assertRaises(E) as cm: ...``, then ``str(cm.exception)``: the
+names ``assertRaises`` and ``exception`` in one test), and ``pytest.raises`` with
+``match=`` (or ``excinfo.match(...)``). The memory's ``refs`` record
+``self.X`` names only, so a test that matches messages these ways alone is seen
+by collection (``--ootest-variants``), not by a memory: pass the variants.
 """
 
 from __future__ import annotations
@@ -38,6 +46,9 @@ MESSAGE_CHECKS = (
     "assertExpectedRaisesInline",
 )
 _CHECKS = frozenset(MESSAGE_CHECKS)
+#: contexts whose caught exception a test may read afterwards (``cm.exception``)
+_CAUGHT = frozenset({"assertRaises", "assertWarns"})
+_READ = frozenset({"exception", "warning"})
 _MAX_CODES = 200  # code objects walked per test: bounded for generated monsters
 
 
@@ -51,10 +62,23 @@ def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
 
 
 def _names(func: Any) -> set[str]:
+    """The names ``func``'s code uses, with ``assertRaisesRegex`` standing for the
+    other ways it may match a message (Note [Tests that match messages])."""
     code = getattr(inspect.unwrap(func), "__code__", None) if callable(func) else None
     if not isinstance(code, types.CodeType):
         return set()
-    return {n for c in _codes(code) for n in c.co_names}
+    names: set[str] = set()
+    keywords: set[str] = set()
+    for c in _codes(code):
+        names.update(c.co_names)
+        for k in c.co_consts:  # keyword names of calls (``match=``)
+            if isinstance(k, tuple) and all(isinstance(x, str) for x in k):
+                keywords.update(k)
+    if names & _CAUGHT and names & _READ:
+        names.add("assertRaisesRegex")  # ``str(cm.exception)`` after the context
+    if "raises" in names and ("match" in names or "match" in keywords):
+        names.add("assertRaisesRegex")  # ``pytest.raises(E, match=...)``
+    return names
 
 
 @functools.lru_cache(maxsize=4096)  # every dtype of a test shares its function

@@ -48,6 +48,9 @@ class Support:
     source: str = ""
     #: Ops declared for some dtypes only: (rule name, callable(op) -> bool, dtypes).
     op_dtypes: tuple[tuple[str, object, frozenset[str]], ...] = ()
+    #: the backend's device name (``spyre``), for the gates that name devices
+    #: (``@onlyOn("spyre")`` runs on it); "" when no backend is named
+    name: str = ""
 
 
 @dataclass
@@ -297,7 +300,7 @@ def gather(
         file = c.variant_id.partition("::")[0]
         if scope is not None and file not in scope:
             ev.out_of_scope = "file not in scope"
-        ev.upstream_skip = gated(c.decorators)  # Note [Device gates]
+        ev.upstream_skip = gated(c.decorators, support.name)  # Note [Device gates]
         if support.dtypes is not None:
             ev.missing_dtypes = tuple(d for d in c.dtypes if d not in support.dtypes)
         known = ops_of.get(c.variant_id)
@@ -310,7 +313,12 @@ def gather(
                 # works on the device (a device-independent kernel of torch's, or a
                 # declaration that left it out): the replay is the evidence
                 ev.missing_ops = tuple(o for o in missing if o not in rp.ops)
-                ev.replay_covered = tuple(o for o in missing if o in rp.ops)
+                lifted = [o for o in missing if o in rp.ops]
+                # an error path met by another class of exception (a missing
+                # kernel's) passes this test, and says nothing of the op's support:
+                # neither missing nor supported (Note [Replaying calls])
+                ev.replay_error_only = tuple(o for o in lifted if o in rp.by_class)
+                ev.replay_covered = tuple(o for o in lifted if o not in rp.by_class)
                 raised.update(o for o in ev.replay_covered if rp.ops[o])
             if uncertain is None and calls is not None:
                 # the dtypes each call saw (Note [Call dtypes]) decide, not the dtype
@@ -329,6 +337,7 @@ def gather(
                     ev.replay_dtypes, ev.missing_dtypes, ev.dtype_rule = ev.missing_dtypes, (), None
                     raised.update(o for o in ops if rp.ops[o])
         ev.replay = rp.faults
+        ev.replay_presumed = tuple(f"{op} {status}" for status, op in rp.presumed)
         ev.replay_raised = tuple(sorted(raised))
         cpu_runs = cpu.get(c.variant_id)
         ev.cpu = cpu_runs[-1] if cpu_runs else None
@@ -437,6 +446,13 @@ class Replayed:
     pairs: Mapping[tuple[str, str], bool] = field(default_factory=dict)
     #: its calls written down (replayed or not), each as ``_Call``
     calls: tuple[_Call, ...] = ()
+    #: its calls the replay did not run but presumed to crash or hang like calls of
+    #: the same op and dtypes before them: (status, op); unknown, never a fault
+    presumed: tuple[tuple[str, str], ...] = ()
+    #: ops with a call that raised on the device only an exception of a subclass
+    #: of the CPU's (a missing kernel's ``NotImplementedError`` for a
+    #: ``RuntimeError``): the test expecting it passes, the op is not shown there
+    by_class: frozenset[str] = frozenset()
 
     @property
     def seen(self) -> frozenset[tuple[str, str]]:
@@ -469,8 +485,17 @@ def replayed(
         signed = store.call_signatures(only)
         # each distinct call once: (op, its dtypes, status, raised alike, signature, fault)
         calls: dict[str, _Call] = {}
+        presumed: dict[str, tuple[str, str]] = {}  # key -> (status, op)
+        # calls that raised alike only through the class hierarchy (a missing
+        # kernel's NotImplementedError for the CPU's RuntimeError): key -> op
+        by_class: dict[str, str] = {}
         for key, op, call in store.examples():
             r = rep.results.get(key)
+            if r is not None and r.get("presumed"):
+                # never run (Note [Replaying calls]): a guess from other calls, no
+                # fact about this one; it lifts nothing and skips nothing
+                presumed[key] = (str(r["status"]), op)
+                r = None
             status = "unknown" if r is None else str(r["status"])
             fault = None
             if r is not None and status in FAULTS:
@@ -479,6 +504,10 @@ def replayed(
             sig = recorded_signature(call)
             dtypes = frozenset(d for d in sig.split(",") if d)
             raised = bool(r is not None and r.get("error_path"))
+            if raised and r is not None:
+                cpu_class = str(r.get("cpu_error") or "").partition(":")[0]
+                if str(r.get("error") or "") != cpu_class:
+                    by_class[key] = op
             other = None
             if raised and r is not None and r.get("same_message") is False:
                 dev, cpu = r.get("device_error"), r.get("cpu_error")
@@ -519,7 +548,9 @@ def replayed(
                     pairs[(op, d)] = any(c[3] for c in made)
         bad = {c[5] for c in mine if c[5] is not None}
         faults = tuple(sorted(bad, key=lambda f: (FAULTS.index(f[0]), f[1], f[2]))) if bad else ()
-        out[vid] = Replayed(faults, works, pairs, mine)
+        guessed = tuple(sorted({presumed[k] for k in ks if k in presumed}))
+        sub = frozenset(by_class[k] for k in ks if k in by_class)
+        out[vid] = Replayed(faults, works, pairs, mine, guessed, sub)
     return out
 
 

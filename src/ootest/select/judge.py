@@ -22,7 +22,9 @@ A proposal is accepted only when
   gates]: ``@deviceCountAtLeast(2)``, ``@skipPRIVATEUSE1If(cond)``),
   ``op:<op>`` an op the op map recorded for it that the backend lacks, or
   ``failure:<signature>`` a failure seen for it (a crash or a hang for
-  ``skip``; any failure for ``xfail``). Its dtypes, its own or another
+  ``skip``; any failure for ``xfail``); for ``skip`` only a skip-grade one (a
+  gate whatever the machine, never a conditional decorator; a missing op of a
+  certain op set; a crash on this device). Its dtypes, its own or another
   variant's ID, a decorator that gates nothing (``@dtypes``) and an op the
   backend has support nothing; such citations are dropped and listed with why.
 
@@ -58,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 from ootest.atomic import write_atomic
 from ootest.llm import ChatError, LLMSettings, chat
 from ootest.select.gates import conditional, gate
-from ootest.select.rules import Decision, Evidence
+from ootest.select.rules import Decision, Evidence, Result
 from ootest.untrusted import for_terminal, redact
 
 if TYPE_CHECKING:
@@ -123,17 +125,26 @@ class Case:
     missing_ops: tuple[str, ...] = ()
     #: failures seen for it: (outcome, signature code, readable signature)
     failures: tuple[tuple[str, str, str], ...] = ()
+    #: the backend's device name (``@onlyOn("spyre")`` runs on it), "" if unknown
+    device: str = ""
+    #: of ``failures``, the crashes and hangs seen on the target device itself (not
+    #: on the CPU reference or the capture device): the only failures that say the
+    #: variant cannot run there (Note [Judge citations])
+    device_fatal: tuple[tuple[str, str, str], ...] = ()
 
     @classmethod
-    def of(cls, ev: Evidence, d: Decision, decorators: Sequence[str]) -> Case:
-        results = [r for r in (ev.cpu, ev.reference, *ev.observed) if r is not None]
-        failures = tuple(
-            dict.fromkeys(
-                (r.outcome, r.signature or "", r.text or "")
-                for r in results
-                if r.outcome in _FAILED and r.signature
+    def of(cls, ev: Evidence, d: Decision, decorators: Sequence[str], device: str = "") -> Case:
+        def seen(results: Sequence[Result | None]) -> tuple[tuple[str, str, str], ...]:
+            return tuple(
+                dict.fromkeys(
+                    (r.outcome, r.signature or "", r.text or "")
+                    for r in results
+                    if r is not None and r.outcome in _FAILED and r.signature
+                )
             )
-        )
+
+        failures = seen((ev.cpu, ev.reference, *ev.observed))
+        fatal = tuple(f for f in seen(ev.observed) if f[0] in _FATAL)
         return cls(
             ev.variant_id,
             tuple(ev.dtypes),
@@ -144,11 +155,15 @@ class Case:
             "; ".join(d.evidence),
             tuple(ev.missing_ops) if ev.ops_declared else (),
             failures,
+            device,
+            fatal,
         )
 
     def gating(self) -> tuple[str, ...]:
         """Its test's decorators that keep it off a device or may (Note [Device gates])."""
-        return tuple(d for d in self.decorators if gate(d) or conditional(d))
+        return tuple(
+            d for d in self.decorators if gate(d, self.device) or conditional(d, self.device)
+        )
 
 
 _FAILED = ("failed", "error", "crashed", "timeout")  # a strict XPASS passed
@@ -269,6 +284,18 @@ def _norm_deco(text: str) -> str:
 # every variant, an ID is no fact at all, and another variant's facts are not
 # this one's: citing them was how 11 of 13 planted answers skipped variants
 # (issue 28 item 6).
+#
+# ``skip`` needs a skip-grade fact, the kind the rules themselves skip on
+# (issue 36): a decorator that keeps the test off this device whatever the
+# machine (a gate, ``gate(d, device)``), never a conditional one
+# (``@unittest.skipIf(IS_WINDOWS, ...)``, ``@largeTensorTest(..., device="cpu")``,
+# ``@deviceCountAtLeast(2)``: they depend on the machine the run is on, and
+# unknown means run); an op the backend lacks of an op set the op map is certain
+# of (an uncertain one may not make that call on the device); a crash or a hang
+# on the target device itself (one on the capture device or the CPU reference
+# says nothing of this backend). ``xfail`` (it runs) may rest on any of the
+# facts shown. A no_evidence variant rarely has a skip-grade fact left (the
+# rules would have skipped it), so a judge ``skip`` is rare by design.
 def check_citation(cite: str, case: Case, bucket: str = "skip") -> str | None:
     """None when ``cite`` names a fact that supports ``bucket`` for ``case``
     (Note [Judge citations]), else why not."""
@@ -281,8 +308,15 @@ def check_citation(cite: str, case: Case, bucket: str = "skip") -> str | None:
         mine = [d for d in case.decorators if want in (_norm_deco(d), _norm_deco(d).split("(")[0])]
         if not mine:
             return "not a decorator of its test in the memory"
-        if not any(gate(d) or conditional(d) for d in mine):
+        if any(gate(d, case.device) for d in mine):
+            return None
+        if not any(conditional(d, case.device) for d in mine):
             return "a decorator of its test that keeps it off no device"
+        if bucket == "skip":
+            return (
+                "a decorator whose effect depends on the machine it runs on supports "
+                "xfail, never skip"
+            )
         return None
     if kind == "op":
         if case.ops is None:
@@ -292,6 +326,8 @@ def check_citation(cite: str, case: Case, bucket: str = "skip") -> str | None:
             return "not an op the op map recorded for it"
         if not any(o in case.missing_ops for o in calls):
             return "an op it calls that the backend does not lack"
+        if bucket == "skip" and case.ops_uncertain:
+            return "its op set may differ per device (it may not call it there): not a skip"
         return None
     if kind == "failure":
         seen = [o for o, code, text in case.failures if value in (code, text)]
@@ -299,6 +335,11 @@ def check_citation(cite: str, case: Case, bucket: str = "skip") -> str | None:
             return "not a failure seen for it"
         if bucket == "skip" and not any(o in _FATAL for o in seen):
             return "a failure supports xfail; only a crash or a hang supports skip"
+        if bucket == "skip" and not any(value in (c, t) for _, c, t in case.device_fatal):
+            return (
+                "a crash or a hang on the CPU reference or the capture device supports "
+                "xfail; only one on this device supports skip"
+            )
         return None
     if kind == "dtype":
         return "a dtype is no evidence: every variant has one"
@@ -307,12 +348,45 @@ def check_citation(cite: str, case: Case, bucket: str = "skip") -> str | None:
     return f"unknown kind {_cut(kind, 40)!r}; expected decorator, op or failure"
 
 
+def _as_written(cite: str, case: Case) -> str:
+    """A valid ``decorator:`` citation with the decorator as the memory has it
+    (``@skipPRIVATEUSE1If`` -> ``@skipPRIVATEUSE1If(not TEST_ON_DEVICE, 'why')``)."""
+    kind, _, value = cite.partition(":")
+    if kind.strip().lower() != "decorator":
+        return cite
+    want = _norm_deco(value)
+    for d in case.decorators:
+        if want in (_norm_deco(d), _norm_deco(d).split("(")[0]) and (
+            gate(d, case.device) or conditional(d, case.device)
+        ):
+            return f"decorator:{d}"
+    return cite
+
+
+def still_supported(prior: Decision, ev: Evidence, device: str = "") -> bool:
+    """Whether a judge's accepted decision ``prior`` still rests on a fact of the
+    variant as its evidence is now (Note [Judge citations]): its citations are
+    checked again, its cited decorators standing for its test's (they were checked
+    against the memory when it was accepted). A skipped variant never gets a
+    result, so without this a skip the rules no longer accept would stay for ever."""
+    cites = [e.removeprefix("cites ") for e in prior.evidence if e.startswith("cites ")]
+    decos = [c.partition(":")[2].strip() for c in cites if c.lower().startswith("decorator:")]
+    case = Case.of(ev, prior, decos, device)
+    return any(check_citation(c, case, prior.mode) is None for c in cites)
+
+
 def _citations(raw: Any, lim: Limits) -> list[str]:
     out: list[str] = []
-    for c in raw if isinstance(raw, list) else []:
+    facts: set[str] = set()
+    for c in raw[: lim.citations] if isinstance(raw, list) else []:
         if isinstance(c, dict):  # {"kind": "op", "value": "aten::mm"}
             c = f"{c.get('kind')}:{c.get('value')}"
         if isinstance(c, str) and c.strip():
+            kind, _, value = c.partition(":")
+            fact = f"{kind.strip().lower()}:{_norm_deco(value)}"
+            if fact in facts:  # the same fact cited twice, however spelled, is one
+                continue
+            facts.add(fact)
             out.append(for_terminal(_cut(c, lim.item_chars)))
         if len(out) >= lim.citations:
             break
@@ -357,6 +431,8 @@ def weigh(
         mode = str(bucket)
         valid = [c for c in cites if check_citation(c, case, mode) is None]
         dropped = [f"{c}: {check_citation(c, case, mode)}" for c in cites if c not in valid]
+        # a decorator as its test has it, so the decision can be checked again later
+        valid = list(dict.fromkeys(_as_written(c, case) for c in valid))
         rec["citations"] = valid
         if dropped:
             rec["dropped"] = dropped

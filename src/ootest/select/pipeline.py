@@ -157,9 +157,24 @@ def support(backend: Backend) -> Support:
         save_detected=backend.save_detected,
         probe=backend.probe,
     )
+    name = _device_name(backend.device)
     if caps.ops is None:
-        return Support(None, caps.dtypes, caps.source)
-    return Support(caps.ops.covers, caps.dtypes, caps.source, caps.ops.dtype_rules())
+        return Support(None, caps.dtypes, caps.source, name=name)
+    return Support(caps.ops.covers, caps.dtypes, caps.source, caps.ops.dtype_rules(), name)
+
+
+def _device_name(device: str | None) -> str:
+    """The backend's device name (``torch_spyre:spyre`` -> ``spyre``), as upstream's
+    gates see it in ``self.device_type``; "" without a device."""
+    if device is None:
+        return ""
+    from ootest.device.activate import DeviceSpec
+    from ootest.errors import DeviceError
+
+    try:
+        return DeviceSpec.parse(device).name
+    except DeviceError:
+        return ""
 
 
 def candidates(memory: Path | None, variants: Sequence[Path]) -> list[Candidate]:
@@ -369,16 +384,23 @@ def refine(
 ) -> Selection:
     """A selected config decided again from real runs (``ootest select refine``);
     :func:`write` it back to ``config``."""
-    from ootest.select.refine import observe, people_entries, read_sidecar, refine_one, sidecar_path
+    from ootest.select.refine import (
+        declared_in,
+        observe,
+        people_entries,
+        read_sidecar,
+        refine_one,
+        sidecar_path,
+    )
     from ootest.select.writer import split_id
 
     if k < 1:
         raise UserError(f"-k: expected at least 1 clean pass; found {k}")
-    rows = read_sidecar(sidecar_path(config))
     try:
         old = config.read_text(encoding="utf-8")
     except OSError as e:
         raise UserError(f"{config}: cannot read it: {e.strerror or e}") from None
+    rows = read_sidecar(sidecar_path(config), declared_in(old))
     kept, people = people_entries(old)
     evidence = [ev for ev, _, _ in rows]
     origins: list[str] = []
@@ -601,7 +623,9 @@ def _judge(
     lim = Limits(batch=settings.batch)
     decos = {c.variant_id: c.decorators for c in cands}
     cases = [
-        Case.of(ev, d, decos.get(ev.variant_id, ())) for ev, d in rows if d.reason == "no_evidence"
+        Case.of(ev, d, decos.get(ev.variant_id, ()), support.name)
+        for ev, d in rows
+        if d.reason == "no_evidence"
     ]
     verdicts, rep = judge(
         cases,

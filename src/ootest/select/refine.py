@@ -14,13 +14,16 @@ same rules (Note [Selection rules]), plus:
   overridden: ``out_of_scope`` (the team's choice) and ``upstream_broken`` (the
   CPU fails it too);
 - a model judge's decision (``judge:<bucket>``, Note [Model judge]) is kept while
-  the rules still find no evidence and the device has no result for it;
+  the rules still find no evidence, the device has no result for it and a fact
+  it cites still supports it (Note [Judge citations]: checked again, since a
+  skipped variant never gets a result);
 - a failure that is a numerical mismatch (``Tensor-likes are not close``) whose
   greatest relative difference is within the dtype's bound (``PRECISION_BOUNDS``:
   float32 1e-4, float16 1e-2, bfloat16 5e-2...; ``--max-rtol`` one bound for
   all) is a *proposal*, never a promotion: ``xfail``
   (``precision_proposal:<dtype>``) with the observed error and a precision
-  edit of 2x the observed differences, so the next run tries it; passes at
+  edit of 2x the observed relative difference (torch's atol kept: ``DEFAULT_ATOL``),
+  so the next run tries it; passes at
   that tolerance confirm it (the evidence says so) and it stays a proposal
   until a person pins it; a failure at it is decided again from that failure.
   Beyond the bound it stays the failure it is (``observed_fail``);
@@ -54,15 +57,28 @@ _ABS = re.compile(r"Greatest absolute difference: ([0-9.eE+-]+|nan|inf)")
 _REL = re.compile(r"Greatest relative difference: ([0-9.eE+-]+|nan|inf)")
 
 
+#: evidence written only where a replay said something
+_REPLAY_KEYS = (
+    "replay",
+    "replay_covered",
+    "replay_dtypes",
+    "replay_raised",
+    "replay_presumed",
+    "replay_error_only",
+)
+
+
 def evidence_row(ev: Evidence, d: Decision, fingerprint: str) -> dict[str, Any]:
     evidence = asdict(ev)
-    for key in ("replay", "replay_covered", "replay_dtypes", "replay_raised"):
+    for key in _REPLAY_KEYS:
         if not evidence[key]:
             del evidence[key]  # written only where a replay said something
     return {"decision": asdict(d), "evidence": evidence, "fingerprint": fingerprint}
 
 
-def read_sidecar(path: Path) -> list[tuple[Evidence, Decision, str]]:
+def read_sidecar(path: Path, declared: bool = True) -> list[tuple[Evidence, Decision, str]]:
+    """The sidecar's lines; ``declared``: what a line written before
+    ``ops_declared`` was recorded is read as (:func:`declared_in`)."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as e:
@@ -73,7 +89,7 @@ def read_sidecar(path: Path) -> list[tuple[Evidence, Decision, str]]:
     out = []
     for n, line in enumerate(lines, 1):
         try:
-            out.append(parse_row(json.loads(line)))
+            out.append(parse_row(json.loads(line), declared))
         except (ValueError, KeyError, TypeError) as e:
             raise UserError(
                 f"{path}:{n}: expected an evidence line written by 'ootest select run'; {e}"
@@ -81,9 +97,22 @@ def read_sidecar(path: Path) -> list[tuple[Evidence, Decision, str]]:
     return out
 
 
-def parse_row(row: dict[str, Any]) -> tuple[Evidence, Decision, str]:
+def declared_in(config_text: str) -> bool:
+    """Whether the config's header names a support source that declared ops (its
+    ``backend:`` line, and not ``nothing declared``): how a sidecar line written
+    before ``ops_declared`` was recorded is read. No such line: not known, so not
+    declared (issue 36: an old line counted as declared whatever was declared)."""
+    head = config_text.split("test_suite_config:", 1)[0]
+    for line in head.splitlines():
+        if line.startswith("# backend: "):
+            return not line.startswith("# backend: nothing declared")
+    return False
+
+
+def parse_row(row: dict[str, Any], declared: bool = True) -> tuple[Evidence, Decision, str]:
     """One evidence line, decoded (ValueError, KeyError, TypeError when it is not
-    one ``select run`` writes)."""
+    one ``select run`` writes); ``declared``: ``ops_declared`` of a line written
+    before it was recorded."""
     raw = row["evidence"]
     ev = Evidence(
         **{
@@ -99,8 +128,10 @@ def parse_row(row: dict[str, Any]) -> tuple[Evidence, Decision, str]:
             "replay_covered": tuple(raw.get("replay_covered", ())),
             "replay_dtypes": tuple(raw.get("replay_dtypes", ())),
             "replay_raised": tuple(raw.get("replay_raised", ())),
-            # lines written before it was recorded were decided as declared
-            "ops_declared": bool(raw.get("ops_declared", True)),
+            "replay_presumed": tuple(raw.get("replay_presumed", ())),
+            "replay_error_only": tuple(raw.get("replay_error_only", ())),
+            # a line written before it was recorded: as the config's header says
+            "ops_declared": bool(raw.get("ops_declared", declared)),
         }
     )
     d = row["decision"]
@@ -167,8 +198,12 @@ def refine_one(
     d = decide(ev)
     runs = [r.outcome for r in ev.observed]
     if prior is not None and prior.source == "model" and d.reason == "no_evidence" and not runs:
-        # the judge's accepted proposal stands until the device says otherwise
-        return Refined(prior)
+        from ootest.select.judge import still_supported
+
+        # the judge's accepted proposal stands until the device says otherwise, and
+        # while a fact it cites still supports it (a skip never gets a result)
+        if still_supported(prior, ev):
+            return Refined(prior)
     kept = _proposal_kept(ev, prior)
     if kept is not None:
         return kept
@@ -199,6 +234,19 @@ PRECISION_BOUNDS = {
     "complex64": 1e-4,
     "float16": 1e-2,
     "bfloat16": 5e-2,
+}
+#: torch's default atol per dtype (``torch.testing.assert_close``): what a proposal
+#: keeps. Within a relative bound every element with a nonzero expected value is
+#: covered by the proposed rtol alone; 2x the greatest absolute difference as atol
+#: would loosen every comparison in the test by an amount no bound limits (values
+#: of 1e6 off by 10 would let any small element be off by 20: issue 36).
+DEFAULT_ATOL = {
+    "float64": 1e-7,
+    "complex128": 1e-7,
+    "float32": 1e-5,
+    "complex64": 1e-5,
+    "float16": 1e-5,
+    "bfloat16": 1e-5,
 }
 _PROPOSED = re.compile(r"^proposed precision (\w+): atol=(\S+), rtol=(\S+)$")
 
@@ -297,9 +345,9 @@ def _precision(
     src = f"--max-rtol {bound:g}" if max_rtol is not None else f"{dtypes[0]}'s bound {bound:g}"
     why = (
         f"numerical mismatch on the device: greatest abs diff {atol:.3g}, rel diff {rtol:.3g} "
-        f"(<= {src}); proposed: 2x that tolerance, to review"
+        f"(<= {src}); proposed: 2x that relative tolerance, torch's atol, to review"
     )
-    return Precision(dtypes[0], 2 * atol, 2 * rtol, why)
+    return Precision(dtypes[0], DEFAULT_ATOL.get(dtypes[0], 1e-5), 2 * rtol, why)
 
 
 def people_entries(config_text: str) -> tuple[dict[str, list[Any]], set[tuple[str, str]]]:

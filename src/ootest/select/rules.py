@@ -55,7 +55,11 @@ supported (``replay_covered``, ``replay_dtypes``), and a declared one whose call
 misbehaved in the replay never makes the variant mandatory. A call that raises on
 the CPU and raises on the device an exception of the same class or a subclass
 (``NotImplementedError`` is a ``RuntimeError``) behaves as on the CPU: an error
-path, which a test that expects the exception passes (``replay_raised``).
+path, which a test that expects the exception passes (``replay_raised``). It
+proves that error path, nothing more: an undeclared op whose error path was met
+only by a subclass (a missing kernel's ``NotImplementedError``) is neither
+missing nor supported (``replay_error_only``: ``no_evidence``, it runs); and a
+call presumed to crash, never run, is no fact (``replay_presumed``: the same).
 """
 
 from __future__ import annotations
@@ -106,6 +110,15 @@ class Evidence:
     #: of the ops and dtypes the replay lifted, those with a call that raised on the
     #: device as on the CPU (an error path: the test expects the exception)
     replay_raised: tuple[str, ...] = ()
+    #: recorded calls the replay did not run, presumed to crash or hang because
+    #: calls of the same op and dtypes did (``aten::sort crashed``): unknown, so
+    #: they neither skip the variant nor leave it mandatory (it runs)
+    replay_presumed: tuple[str, ...] = ()
+    #: ops not declared whose every recorded call of the variant behaved as on the
+    #: CPU, one of them by raising only an exception of a subclass of the CPU's
+    #: (a missing kernel's ``NotImplementedError`` for the ``RuntimeError`` the
+    #: test expects): not missing (the test may pass), not supported either
+    replay_error_only: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -177,6 +190,10 @@ def decide(ev: Evidence) -> Decision:
         )
     if ev.replay:
         return _replayed(ev, certain)
+    if ev.replay_presumed or ev.replay_error_only:
+        # a presumption is no fact, and an error path met by a missing kernel
+        # proves the test's expectation only: not a skip, no positive evidence
+        return Decision(vid, "xfail", "no_evidence", (_unknown(ev),))
     if certain and ev.ops_declared:
         assert ev.ops is not None
         passes = sum(1 for r in ev.observed if r.outcome in _GOOD)
@@ -209,6 +226,8 @@ def _unknown(ev: Evidence) -> str:
         why = "op set may differ per device: " + ev.ops_uncertain
     elif not ev.ops:
         why = "calls no op on the device; no reference outcome"
+    elif ev.ops_declared:
+        why = f"calls {len(ev.ops)} ops, none missing"
     else:
         why = f"calls {len(ev.ops)} ops, but the backend declares none (nothing declared)"
     if ev.missing_dtypes:
@@ -216,6 +235,17 @@ def _unknown(ev: Evidence) -> str:
         why += f"; dtypes not declared: {dts} (no skip without a certain op set)"
     if ev.missing_ops and ev.ops_declared:
         why += f"; not declared: {', '.join(ev.missing_ops)}"
+    if ev.replay_error_only:
+        why += (
+            f"; error path only: {', '.join(ev.replay_error_only)} raised on the device another "
+            "exception class than on the CPU (a missing kernel's?), which this test accepts; "
+            "its support is not shown"
+        )
+    if ev.replay_presumed:
+        why += (
+            f"; replayed calls not run, presumed from others of the same op and dtypes: "
+            f"{', '.join(ev.replay_presumed[:3])}"
+        )
     return why
 
 

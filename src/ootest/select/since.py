@@ -401,7 +401,13 @@ def _row(
         evidence["replay"] = [list(f) for f in ev.replay]
     else:
         del evidence["replay"]  # as evidence_row: only where a replay said something
-    for key in ("replay_covered", "replay_dtypes", "replay_raised"):
+    for key in (
+        "replay_covered",
+        "replay_dtypes",
+        "replay_raised",
+        "replay_presumed",
+        "replay_error_only",
+    ):
         if evidence[key]:
             evidence[key] = list(evidence[key])
         else:
