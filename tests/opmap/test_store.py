@@ -291,7 +291,7 @@ def test_schema_version_mismatch(make_index: Any) -> None:
     with pytest.raises(UserError) as e:
         OpStore.open(db)
     assert str(e.value) == (
-        f"{db}: expected op map schema version 3; found 0. Rebuild it with this ootest: "
+        f"{db}: expected op map schema version 4; found 0. Rebuild it with this ootest: "
         "`ootest ops ingest CAPTURE.jsonl --db NEW.db`"
     )
 
@@ -357,6 +357,8 @@ def _downgrade(db: Path, schema: int) -> None:
         if version > schema:
             for t in tables:
                 c.execute(f"DROP TABLE {t}")
+    if schema < 4:  # schema 4 added variant_capture.code
+        c.execute("ALTER TABLE variant_capture DROP COLUMN code")
     c.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(schema),))
     c.commit()
     c.close()
@@ -369,7 +371,7 @@ def test_a_schema_1_index_is_upgraded_in_place(make_index: Any) -> None:
     with OpStore.open(db) as s:
         assert s.call_dtypes() == {}  # nothing recorded yet: selection falls back
         assert s.connection.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (
-            "3",
+            "4",
         )
         ingest_records(s, [prov(time=7.0), *SIGNED[1:]], source="new")
         assert s.call_dtypes()[INT_MM][1] == ("aten::mm", "float32")
@@ -480,7 +482,7 @@ def test_an_old_index_this_process_may_not_write_is_read_as_it_is(
     with OpStore.open(db) as s:  # writable: upgraded in place
         assert not s.readonly
         assert s.connection.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (
-            "3",
+            "4",
         )
 
 

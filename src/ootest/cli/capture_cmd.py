@@ -14,6 +14,8 @@ import argparse
 import json
 import shutil
 import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,19 @@ def add_parser(osub: Any) -> None:
     a.add_argument("--db", type=Path, default=OPS_DB)
     a.add_argument("--shard", metavar="I/N", help="capture shard I of N (merge with 'ops merge')")
     a.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS")
+    a.add_argument(
+        "--only",
+        type=Path,
+        metavar="FILE",
+        help="capture only the variants whose IDs FILE lists, one a line",
+    )
+    a.add_argument(
+        "--memory",
+        type=Path,
+        metavar="DB",
+        help="the memory of the tree captured (ootest index build): each record says which "
+        "code it ran (the variant's fingerprint), so a later change of the test makes it stale",
+    )
     a.add_argument("-q", "--quiet", action="store_true", help="no progress")
     a.set_defaults(func=capture)
 
@@ -62,34 +77,124 @@ def _pytest_command(args: argparse.Namespace, stream: Path) -> list[str]:
     cmd += ["--ootest-timeout", str(args.timeout)]
     if args.shard:
         cmd += ["--ootest-shard", args.shard]
+    if args.only is not None:
+        cmd += ["--ootest-only", str(args.only)]
     return [*cmd, *args.pytest_args]
 
 
+@dataclass(frozen=True)
+class Captured:
+    """What :func:`capture_into` did."""
+
+    results: int  # tests with a result
+    variants: int  # variants with records ingested
+    edges: int  # edges in the index after it
+    crashes: int  # crashes recovered
+    seconds: float
+
+
 def capture(args: argparse.Namespace) -> int:
+    from ootest.record.shard import ShardSpec
+
+    if args.shard:
+        ShardSpec.parse(args.shard)
+    code = None
+    if args.memory is not None:
+        code = fingerprints(args.memory)
+    got = capture_into(
+        args.db,
+        list(args.targets),
+        device=args.device,
+        timeout=args.timeout,
+        only=args.only,
+        shard=args.shard,
+        code=code,
+        pytest_args=list(args.pytest_args),
+        quiet=args.quiet,
+    )
+    print(
+        f"ootest: {got.results} results, {got.variants} variants with ops, "
+        f"{got.edges} edges; {got.crashes} crash(es) recovered; index {args.db}"
+    )
+    return 0
+
+
+def fingerprints(memory: Path, only: Iterable[str] | None = None) -> dict[str, str]:
+    """Each variant's fingerprint in ``memory`` (Note [Evidence of which code])."""
+    import sqlite3
+
+    if not memory.is_file():
+        raise UserError(f"--memory {memory}: no such index; build it with 'ootest index build'")
+    con = sqlite3.connect(f"file:{memory}?mode=ro", uri=True)
+    try:
+        if only is None:
+            return {str(v): str(f) for v, f in con.execute("SELECT id, fingerprint FROM variants")}
+        ids = sorted(set(only))
+        out: dict[str, str] = {}
+        for k in range(0, len(ids), 900):
+            part = ids[k : k + 900]
+            out.update(
+                (str(v), str(f))
+                for v, f in con.execute(
+                    f"SELECT id, fingerprint FROM variants WHERE id IN ({','.join('?' * len(part))})",
+                    part,
+                )
+            )
+        return out
+    except sqlite3.Error as e:
+        raise UserError(
+            f"--memory {memory}: expected an ootest memory index; reading it failed: {e}"
+        ) from None
+    finally:
+        con.close()
+
+
+def capture_into(
+    db: Path,
+    targets: list[str],
+    *,
+    device: str = "emu:full",
+    timeout: float = 300.0,
+    only: Path | None = None,
+    shard: str | None = None,
+    code: Mapping[str, str] | None = None,
+    replace: bool = False,
+    pytest_args: Sequence[str] = (),
+    quiet: bool = False,
+    say: Callable[[str], None] = lambda line: print(line, flush=True),
+) -> Captured:
+    """Run ``targets`` (test paths, or one config) under the op recorder on ``device``
+    in a supervised pytest child and ingest what they call into ``db``. ``only``: a
+    file of the variant IDs to run; ``code``: each variant's fingerprint, written
+    with its records (Note [Evidence of which code]); ``replace``: the records
+    replace what ``db`` held of those variants (Note [Fresh evidence for the delta])."""
+    import time
+
+    from ootest.atomic import check_output
     from ootest.cli.run_cmd import _Progress
     from ootest.device import check_device
     from ootest.opmap.store import OpStore
     from ootest.record.results import RunData, read_records, state_dir
-    from ootest.record.shard import ShardSpec
     from ootest.runner.supervise import Supervisor
 
-    if args.shard:
-        ShardSpec.parse(args.shard)
-    from ootest.atomic import check_output
-
-    check_output(args.db, "--db")  # before the capture runs
-    work = args.db.with_name(args.db.name + ".capture")
+    started = time.perf_counter()
+    check_output(db, "--db")  # before the capture runs
+    work = db.with_name(db.name + ".capture")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     stream, results = work / "ops.jsonl", work / "results.jsonl"
-    cmd = _pytest_command(args, stream)
-    check_device(args.device)  # emu children run with torch's backend autoload off
-    print(f"ootest: capturing ops on {args.device} into {args.db}", flush=True)
+    ns = argparse.Namespace(
+        targets=targets, timeout=timeout, shard=shard, only=only, device=device,
+        pytest_args=list(pytest_args),
+    )  # fmt: skip
+    cmd = _pytest_command(ns, stream)
+    check_device(device)  # emu children run with torch's backend autoload off
+    say(f"ootest: capturing ops on {device} into {db}")
     sup = Supervisor(
         pytest_cmd=cmd, results=results, state=state_dir(results), log=work / "pytest.log",
-        timeout=args.timeout,
+        timeout=timeout,
     )  # fmt: skip
-    with _Progress(enabled=not args.quiet) as progress:
+    with _Progress(enabled=not quiet) as progress:
         sup.on_progress = progress.update
         sup.on_line = progress.say
         last = sup.run()
@@ -100,14 +205,14 @@ def capture(args: argparse.Namespace) -> int:
             f"its output is in {work / 'pytest.log'}"
         )
     extra = _stops_of_crashes(stream, data.results.values())
-    with OpStore.open(args.db, create=True) as store:
-        rep = ingest_records(store, _records(stream, extra), source=str(stream))
+    with OpStore.open(db, create=True) as store:
+        rep = ingest_records(
+            store, _records(stream, extra), source=str(stream), code=code, replace=replace
+        )
     crashes = sum(1 for a in sup.attempts if a.crash is not None)
-    print(
-        f"ootest: {len(data.results)} results, {rep.variants} variants with ops, "
-        f"{rep.edges} edges; {crashes} crash(es) recovered; index {args.db}"
+    return Captured(
+        len(data.results), rep.variants, rep.edges, crashes, time.perf_counter() - started
     )
-    return 0
 
 
 def _records(stream: Path, extra: list[dict[str, Any]]) -> Any:
