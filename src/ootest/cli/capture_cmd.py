@@ -133,13 +133,9 @@ def fingerprints(memory: Path, only: Iterable[str] | None = None) -> dict[str, s
         out: dict[str, str] = {}
         for k in range(0, len(ids), 900):
             part = ids[k : k + 900]
-            out.update(
-                (str(v), str(f))
-                for v, f in con.execute(
-                    f"SELECT id, fingerprint FROM variants WHERE id IN ({','.join('?' * len(part))})",
-                    part,
-                )
-            )
+            marks = ",".join("?" * len(part))
+            rows = con.execute(f"SELECT id, fingerprint FROM variants WHERE id IN ({marks})", part)
+            out.update((str(v), str(f)) for v, f in rows)
         return out
     except sqlite3.Error as e:
         raise UserError(
