@@ -135,7 +135,7 @@ def test_a_refresh_decides_runs_refines_and_writes_the_pull_request(
     assert done.changed and done.resumed_at is None
     assert done.work == at / "suite.refresh"
     steps = [s.removeprefix("ootest: refresh: ") for s in said if s.startswith("ootest: ")]
-    assert steps == ["begin", "index", "diff", "decide", "run", "refine", "write"]
+    assert steps == ["begin", "index", "diff", "capture", "decide", "run", "refine", "write"]
     got = _decisions(at / "suite.yaml")
     assert got[f"{ALPHA}::test_body[dtype=float32]"][0] == "xfail_strict"  # failed on the device
     assert got[f"{ALPHA}::test_new[dtype=float32]"] == ("mandatory_success", "ops_supported")
@@ -183,13 +183,13 @@ def test_a_killed_refresh_resumes_at_the_step_it_was_in(
     with pytest.raises(Killed):  # killed in the middle of the run on the device
         _refresh(_job(built, at), Device(kill_after=2))
     state = json.loads((at / "suite.refresh" / "state.json").read_text())
-    assert state["done"] == ["begin", "index", "diff", "decide"]
+    assert state["done"] == ["begin", "index", "diff", "capture", "decide"]
     assert ((at / "suite.yaml").read_bytes(), (at / "old.db").read_bytes()) == before
 
     said: list[str] = []
     device = Device()
     done = _refresh(_job(built, at), device, said)
-    assert said[0] == "ootest: refresh: resuming at step run (begin, index, diff, decide done)"
+    assert said[0] == "ootest: refresh: resuming at step run (begin, index, diff, capture, decide done)"
     assert done.resumed_at == "run" and device.resumed == [True]  # ootest run --resume
     results = (at / "suite.refresh" / "run" / "results.jsonl").read_text().splitlines()
     assert len(results) == 5  # the 2 of before the kill were not run again

@@ -532,7 +532,7 @@ class OpStore:
             variants.sort()
             ids = [int(r[0]) for r in variants]
             edges: list[tuple[int, int]] = []
-            ends: list[tuple[int, Any, Any, Any]] = []
+            ends: list[tuple[int, Any, Any, Any, Any]] = []
             for part in _chunks(ids):
                 marks = ",".join("?" * len(part))
                 edges += self._conn.execute(
@@ -573,6 +573,24 @@ class OpStore:
                 uncertain = _stale(now, codes.get(int(i), set()), vid in changed) or uncertain
             end = last.get(int(i), (None, None, None))
             yield str(vid), frozenset(ops.get(int(i), ())), uncertain, *end
+
+    def codes(self, only: Collection[str]) -> dict[str, frozenset[str]]:
+        """Per variant of ``only`` the index holds: the fingerprints of the code its
+        records were captured from (Note [Evidence of which code]; none known: empty)."""
+        if not self.has_code:
+            return {}
+        out: dict[str, set[str]] = {}
+        for part in _chunks(sorted(only)):
+            marks = ",".join("?" * len(part))
+            for vid, code in self._conn.execute(
+                "SELECT v.variant_id, vc.code FROM variant v JOIN variant_capture vc "
+                f"ON vc.variant = v.id WHERE v.variant_id IN ({marks})",
+                part,
+            ):
+                got = out.setdefault(str(vid), set())
+                if code is not None:
+                    got.add(str(code))
+        return {v: frozenset(c) for v, c in out.items()}
 
     def call_dtypes(
         self, only: Collection[str] | None = None

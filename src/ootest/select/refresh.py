@@ -8,6 +8,10 @@ does after a PyTorch upgrade, each step the call the command of that step makes:
    build``, into the work folder);
 2. ``diff``: the memory diff from ``OLD.db`` (``ootest index diff``), kept for the
    pull request's body;
+   ``capture``: with ``--ops``, the added and modified variants (only those) captured
+   on the reference device into a copy of the op map in the work folder
+   (``ops.db``; Note [Fresh evidence for the delta]), moved variants' records
+   following them; ``--no-capture`` makes the copy without capturing;
 3. ``decide``: only what changed decided again (``select run --since``:
    :func:`ootest.select.pipeline.upgrade`), into a staged config next to ``S``
    (``S.refresh.yaml``: ``path:`` values and file keys resolve the same);
@@ -16,7 +20,8 @@ does after a PyTorch upgrade, each step the call the command of that step makes:
    results), as ``select audit`` runs its sample;
 5. ``refine``: the staged config refined from that run (``select refine``);
 6. ``write``: the staged config and its evidence over ``S``, the new memory over
-   ``OLD.db`` (the memory the config is now decided from), the review page
+   ``OLD.db`` and the work folder's op map over ``--ops`` (what the config is now
+   decided from; both only when a decision changed), the review page
    (``select review --previous``) and a Markdown pull-request body (the counts,
    the decisions that changed and why, the config's diff) into the work folder.
 
@@ -50,9 +55,9 @@ if TYPE_CHECKING:
 __all__ = ["STEPS", "Refresh", "Refreshed", "Runner", "pr_body", "refresh", "work_dir"]
 
 #: The steps, in order (Note [Refresh]); ``begin`` keeps the config as it was.
-STEPS = ("begin", "index", "diff", "decide", "run", "refine", "write")
+STEPS = ("begin", "index", "diff", "capture", "decide", "run", "refine", "write")
 FORMAT = 1
-#: The files a refresh writes into its work folder (besides new.db* and run/).
+#: The files a refresh writes into its work folder (besides new.db*, ops.db* and run/).
 _OURS = ("state.json", "diff.json", "before.yaml", "before.evidence.jsonl", "review.html", "pr.md")
 #: What the pull-request body shows at the most: GitHub takes 65,536 characters.
 BODY_CHARS = 60_000
@@ -173,6 +178,7 @@ def refresh(
         "begin": _begin,
         "index": _index,
         "diff": _diff,
+        "capture": _capture,
         "decide": _decide,
         "run": _run,
         "refine": _refine,
@@ -209,7 +215,7 @@ class _State:
             for child in work.iterdir():  # only what a refresh writes there
                 if child.name == "run" and child.is_dir():
                     shutil.rmtree(child)
-                elif child.name in _OURS or child.name.startswith("new.db"):
+                elif child.name in _OURS or child.name.startswith(("new.db", "ops.db")):
                     child.unlink()
             st = cls(path, [], {**ident, "format": FORMAT})
             st.save()
@@ -267,6 +273,10 @@ class _Ctx:
     @property
     def new_db(self) -> Path:
         return self.work / "new.db"
+
+    @property
+    def ops_db(self) -> Path:
+        return self.work / "ops.db"
 
     @property
     def before(self) -> Path:
@@ -352,13 +362,45 @@ def _diff(c: _Ctx) -> None:
     c.say(f"  {d.summary()}")
 
 
+def _capture(c: _Ctx) -> None:
+    from ootest.select.fresh import delta, fresh_ops
+
+    inputs = c.job.inputs
+    if inputs.ops is None:
+        c.say("  no --ops: no op evidence to make fresh")
+        return
+    if "decide" in c.state.done:  # a refresh begun before this step existed
+        return
+    d = delta(c.job.memory, c.new_db)
+    if not d.fresh and not d.moves:
+        c.say("  nothing added, modified or moved: the op map stays as it is")
+        return
+    how = inputs.capture
+    f = fresh_ops(
+        inputs.ops, c.ops_db, d, capture=how.enabled is not False, device=how.device,
+        timeout=how.timeout, capturer=how.capturer, say=c.say,
+    )  # fmt: skip
+    c.facts["capture"] = {
+        "summary": f.summary(),
+        "delta": f.delta,
+        "asked": f.asked,
+        "captured": f.captured,
+        "moved": f.moved,
+        "seconds": round(f.seconds, 2),
+    }
+    c.say(f"  {f.summary()}")
+
+
 def _decide(c: _Ctx) -> None:
     from dataclasses import replace
 
     from ootest.select.pipeline import upgrade
 
     _unlink(c.staged)
-    inputs = replace(c.job.inputs, memory=c.new_db)
+    ops = c.ops_db if "capture" in c.facts else c.job.inputs.ops
+    # the capture step made the delta's evidence fresh already (or there was none)
+    how = replace(c.job.inputs.capture, enabled=None)
+    inputs = replace(c.job.inputs, memory=c.new_db, ops=ops, capture=how)
     said: list[str] = []
     o = upgrade(inputs, c.job.memory, c.job.config, c.staged, say=said.append)
     o.write()
@@ -477,7 +519,11 @@ def _write(c: _Ctx) -> None:
     if c.facts.get("decided_otherwise") and c.staged.is_file():
         _copy(c.staged, config, (sidecar_path(c.staged), sidecar_path(config)))
     if c.facts.get("decided_otherwise"):
-        _copy(c.new_db, c.job.memory)
+        ops = c.job.inputs.ops
+        if "capture" in c.facts and ops is not None:  # the op map the config names now
+            _copy(c.new_db, c.job.memory, (c.ops_db, ops))
+        else:
+            _copy(c.new_db, c.job.memory)
     # else every decision and its evidence is as it was: the config, and the memory
     # its header names, stay (the next refresh compares with that memory)
     before = c.before.read_text(encoding="utf-8")
@@ -519,8 +565,10 @@ def pr_body(
         "review page (`review.html`, in the run's artifact) shows all of them.",
         "",
         f"- **tests**: {md(facts.get('memory_diff', ''), 500)}",
-        f"- **decisions**: {md(up.get('summary', ''), 500)}",
     ]
+    if facts.get("capture"):
+        lines.append(f"- **op evidence**: {md(facts['capture'].get('summary', ''), 500)}")
+    lines += [f"- **decisions**: {md(up.get('summary', ''), 500)}"]
     if run:
         outcomes = ", ".join(f"{n} {o}" for o, n in (run.get("outcomes") or {}).items())
         lines.append(

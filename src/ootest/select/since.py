@@ -45,6 +45,7 @@ new evidence line with ``changed`` saying why it was decided again.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -617,6 +618,9 @@ def upgrade(
     fps = {c.variant_id: c.fingerprint for c in cands}
     carried = {n: o for n, o in carried.items() if n in fps}
     why = {c.variant_id: why[c.variant_id] for c in cands if c.variant_id in why}
+    # Note [Evidence of which code]: a record of unknown origin is stale for what changed
+    changed = frozenset(v for v, r in why.items() if set(r) - {"moved", "replay"})
+    sources = dataclasses.replace(sources, changed=changed)
     evidence = gather([c for c in cands if c.variant_id in why], sources, support, scope)
     universe = device_ids(new_db, {v.partition("::")[0] for v in [*why, *carried, *removed]})
     kept, priors, dropped = _carry(side, evidence, why, origin)

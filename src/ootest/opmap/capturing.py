@@ -1,0 +1,210 @@
+"""Running tests under the op recorder and ingesting what they call (``ootest ops
+capture``, and an upgrade's delta capture: Note [Fresh evidence for the delta]).
+
+Runs the variants under the recording dispatch mode (Note [Op capture]) in the
+same supervised pytest as ``ootest run`` (a segfault costs one variant, not the
+capture; it is recorded with the ops it reached and the last of them as where
+it stopped), then ingests the capture into the index. The capture stream and
+the results stay next to the index (``<db>.capture/``) for inspection. torch is
+imported only in the pytest child.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from ootest.errors import UserError
+from ootest.opmap.ingest import ingest_records
+from ootest.timeout import check_timeout
+
+
+class Progress(Protocol):
+    """What shows a capture's progress (``ootest run``'s bar or lines)."""
+
+    def update(self, done: int, total: int) -> None: ...
+
+    def say(self, line: str) -> None: ...
+
+
+class _Quiet:
+    def update(self, done: int, total: int) -> None:
+        return None
+
+    def say(self, line: str) -> None:
+        return None
+
+
+def _pytest_command(args: argparse.Namespace, stream: Path) -> list[str]:
+    configs = [t for t in args.targets if t.endswith((".yaml", ".yml"))]
+    paths = [t for t in args.targets if t not in configs]
+    if len(configs) > 1:
+        raise UserError("ops capture: give at most one config (or test paths)")
+    check_timeout(args.timeout, "--timeout")
+    cmd = [sys.executable, "-m", "pytest"]
+    if configs:
+        from ootest.config.load import load_config
+
+        cfg = load_config(configs[0])
+        paths += list(dict.fromkeys(str(rf.path) for rf in cfg.files))
+        cmd += ["--ootest-config", str(cfg.source)]
+    for p in paths:
+        if not Path(p.split("::")[0]).exists():
+            raise UserError(f"ops capture: {p}: no such test file or folder")
+    cmd += paths
+    cmd += ["-p", "no:cacheprovider", "-p", "no:faulthandler", "--continue-on-collection-errors"]
+    cmd += ["-q", "-rN", "--ootest-device", args.device, "--ootest-ops-capture", str(stream)]
+    cmd += ["--ootest-timeout", str(args.timeout)]
+    if args.shard:
+        cmd += ["--ootest-shard", args.shard]
+    if args.only is not None:
+        cmd += ["--ootest-only", str(args.only)]
+    return [*cmd, *args.pytest_args]
+
+
+@dataclass(frozen=True)
+class Captured:
+    """What :func:`capture_into` did."""
+
+    results: int  # tests with a result
+    variants: int  # variants with records ingested
+    edges: int  # edges in the index after it
+    crashes: int  # crashes recovered
+    seconds: float
+
+
+def fingerprints(memory: Path, only: Iterable[str] | None = None) -> dict[str, str]:
+    """Each variant's fingerprint in ``memory`` (Note [Evidence of which code])."""
+    import sqlite3
+
+    if not memory.is_file():
+        raise UserError(f"--memory {memory}: no such index; build it with 'ootest index build'")
+    con = sqlite3.connect(f"file:{memory}?mode=ro", uri=True)
+    try:
+        if only is None:
+            return {str(v): str(f) for v, f in con.execute("SELECT id, fingerprint FROM variants")}
+        ids = sorted(set(only))
+        out: dict[str, str] = {}
+        for k in range(0, len(ids), 900):
+            part = ids[k : k + 900]
+            marks = ",".join("?" * len(part))
+            rows = con.execute(f"SELECT id, fingerprint FROM variants WHERE id IN ({marks})", part)
+            out.update((str(v), str(f)) for v, f in rows)
+        return out
+    except sqlite3.Error as e:
+        raise UserError(
+            f"--memory {memory}: expected an ootest memory index; reading it failed: {e}"
+        ) from None
+    finally:
+        con.close()
+
+
+def capture_into(
+    db: Path,
+    targets: list[str],
+    *,
+    device: str = "emu:full",
+    timeout: float = 300.0,
+    only: Path | None = None,
+    shard: str | None = None,
+    code: Mapping[str, str] | None = None,
+    replace: bool = False,
+    pytest_args: Sequence[str] = (),
+    progress: contextlib.AbstractContextManager[Progress] | None = None,
+    say: Callable[[str], None] = lambda line: print(line, flush=True),
+) -> Captured:
+    """Run ``targets`` (test paths, or one config) under the op recorder on ``device``
+    in a supervised pytest child and ingest what they call into ``db``. ``only``: a
+    file of the variant IDs to run; ``code``: each variant's fingerprint, written
+    with its records (Note [Evidence of which code]); ``replace``: the records
+    replace what ``db`` held of those variants (Note [Fresh evidence for the delta])."""
+    import time
+
+    from ootest.atomic import check_output
+    from ootest.device import check_device
+    from ootest.opmap.store import OpStore
+    from ootest.record.results import RunData, read_records, state_dir
+    from ootest.runner.supervise import Supervisor
+
+    started = time.perf_counter()
+    check_output(db, "--db")  # before the capture runs
+    work = db.with_name(db.name + ".capture")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    stream, results = work / "ops.jsonl", work / "results.jsonl"
+    ns = argparse.Namespace(
+        targets=targets, timeout=timeout, shard=shard, only=only, device=device,
+        pytest_args=list(pytest_args),
+    )  # fmt: skip
+    cmd = _pytest_command(ns, stream)
+    check_device(device)  # emu children run with torch's backend autoload off
+    say(f"ootest: capturing ops on {device} into {db}")
+    sup = Supervisor(
+        pytest_cmd=cmd, results=results, state=state_dir(results), log=work / "pytest.log",
+        timeout=timeout,
+    )  # fmt: skip
+    with progress or contextlib.nullcontext(_Quiet()) as shown:
+        sup.on_progress = shown.update
+        sup.on_line = shown.say
+        last = sup.run()
+    data = RunData.from_records(read_records(results))
+    if not stream.exists() or (not data.results and not last.finished):
+        raise UserError(
+            f"ops capture: pytest stopped before running any test (exit {last.returncode}); "
+            f"its output is in {work / 'pytest.log'}"
+        )
+    extra = _stops_of_crashes(stream, data.results.values())
+    with OpStore.open(db, create=True) as store:
+        rep = ingest_records(
+            store, _records(stream, extra), source=str(stream), code=code, replace=replace
+        )
+    crashes = sum(1 for a in sup.attempts if a.crash is not None)
+    return Captured(
+        len(data.results), rep.variants, rep.edges, crashes, time.perf_counter() - started
+    )
+
+
+def _records(stream: Path, extra: list[dict[str, Any]]) -> Any:
+    from ootest.opmap.capture import read_capture
+
+    for _, rec, _ in read_capture(stream):
+        yield rec
+    yield from extra
+
+
+def _stops_of_crashes(stream: Path, results: Any) -> list[dict[str, Any]]:
+    """A test that killed its process wrote no stop line: its result says how it
+    ended, and the last op it reached (written before it ran) is where it stopped."""
+    last_op: dict[str, str] = {}
+    stopped: set[str] = set()
+    with open(stream, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("kind") == "ops" and rec.get("mode") == "eager" and rec.get("ops"):
+                last_op[str(rec["variant_id"])] = next(reversed(rec["ops"]))
+            elif rec.get("kind") == "stop":
+                stopped.add(str(rec.get("variant_id")))
+    out = []
+    for r in results:
+        vid = str(r.get("variant_id"))
+        if r.get("outcome") in ("crashed", "timeout") and vid not in stopped:
+            out.append(
+                {
+                    "kind": "stop",
+                    "variant_id": vid,
+                    "op": last_op.get(vid),
+                    "outcome": r["outcome"],
+                    "error": r.get("signal"),
+                }
+            )
+    return out
