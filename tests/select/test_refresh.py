@@ -189,7 +189,9 @@ def test_a_killed_refresh_resumes_at_the_step_it_was_in(
     said: list[str] = []
     device = Device()
     done = _refresh(_job(built, at), device, said)
-    assert said[0] == "ootest: refresh: resuming at step run (begin, index, diff, capture, decide done)"
+    assert said[0] == (
+        "ootest: refresh: resuming at step run (begin, index, diff, capture, decide done)"
+    )
     assert done.resumed_at == "run" and device.resumed == [True]  # ootest run --resume
     results = (at / "suite.refresh" / "run" / "results.jsonl").read_text().splitlines()
     assert len(results) == 5  # the 2 of before the kill were not run again
