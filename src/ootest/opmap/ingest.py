@@ -553,11 +553,17 @@ def _merge_one(store: OpStore, report: IngestReport) -> set[int]:
             c.execute(f"DROP TABLE IF EXISTS temp.{t}")
 
 
-def ingest_files(store: OpStore, paths: Sequence[str | os.PathLike[str]]) -> IngestReport:
-    """Ingest capture files (JSON lines) into ``store``, all in one transaction."""
+def ingest_files(
+    store: OpStore,
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    code: Mapping[str, str] | None = None,
+) -> IngestReport:
+    """Ingest capture files (JSON lines) into ``store``, all in one transaction;
+    ``code``: as :func:`ingest_records`."""
     report = IngestReport()
     started = time.perf_counter()
-    with Ingest(store, report) as ing:
+    with Ingest(store, report, code) as ing:
         for path in paths:
             stats = ReadStats()
             report.sources.append(str(path))

@@ -434,11 +434,12 @@ class OpStore:
             )
         ]
         caps = {p.id: p for p in self.captures()}
+        code_col = "code" if self.has_code else "NULL"
         ends = [
-            CaptureEnd(caps[int(cap)], outcome, stopped, err, int(n))
-            for cap, outcome, stopped, err, n in c.execute(
-                "SELECT capture, outcome, stopped_on, error, n_ops FROM variant_capture "
-                "WHERE variant = ? ORDER BY capture",
+            CaptureEnd(caps[int(cap)], outcome, stopped, err, int(n), code)
+            for cap, outcome, stopped, err, n, code in c.execute(
+                f"SELECT capture, outcome, stopped_on, error, n_ops, {code_col} "
+                "FROM variant_capture WHERE variant = ? ORDER BY capture",
                 (vid,),
             )
         ]
