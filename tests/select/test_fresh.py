@@ -85,8 +85,8 @@ def capturer(ops: Mapping[str, Mapping[str, int]], asked: list[list[str]]) -> Ca
             method = vid.split("::")[2].partition("[")[0]
             calls = ops.get(method, {}) if "Plain" not in vid else {}
             if calls:
-                recs.append({"kind": "ops", "variant_id": vid, "nodeid": vid,
-                             "file": vid.partition("::")[0], "mode": "eager", "ops": dict(calls)})  # fmt: skip
+                recs.append({"kind": "ops", "variant_id": vid, "nodeid": vid, "mode": "eager",
+                             "file": vid.partition("::")[0], "ops": dict(calls)})  # fmt: skip
             recs.append({"kind": "stop", "variant_id": vid, "op": None, "outcome": "passed",
                          "error": None})  # fmt: skip
         with OpStore.open(db, create=True) as s:
