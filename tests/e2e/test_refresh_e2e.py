@@ -127,7 +127,9 @@ def test_refresh_upgrades_the_config_on_the_device(upstream: Path, tmp_path: Pat
     assert r"- **decisions**: evaluated 5 of 14 variants \(2 added\; 3 modified\; 1 removed" in body
     assert "```diff\n--- a/suite.yaml\n+++ b/suite.yaml\n" in body
     state = json.loads((at / "suite.refresh" / "state.json").read_text())
-    assert state["done"] == ["begin", "index", "diff", "capture", "decide", "run", "refine", "write"]
+    assert state["done"] == [
+        "begin", "index", "diff", "capture", "decide", "run", "refine", "write"
+    ]  # fmt: skip
 
 
 def test_a_refresh_killed_in_its_run_resumes_there(upstream: Path, tmp_path: Path) -> None:
