@@ -213,7 +213,7 @@ class _State:
             for name in (_staged(job.config, "refresh"), _staged(job.config, "refresh-run")):
                 _unlink(name)
             for child in work.iterdir():  # only what a refresh writes there
-                if child.name == "run" and child.is_dir():
+                if child.is_dir() and child.name in ("run", "ops.db.capture"):
                     shutil.rmtree(child)
                 elif child.name in _OURS or child.name.startswith(("new.db", "ops.db")):
                     child.unlink()
