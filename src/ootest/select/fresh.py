@@ -126,16 +126,15 @@ class Fresh:
     seconds: float
     device: str | None  # None: not captured (--no-capture)
 
-    def summary(self) -> str:
+    def summary(self, timed: bool = True) -> str:
+        """One line; ``timed``: with the seconds the capture took."""
         if self.device is None:
             how = f"not captured (--no-capture): {self.asked} variants' op evidence is stale"
         elif not self.asked:
             how = "nothing to capture: every variant's records are of its code now"
         else:
-            how = (
-                f"captured {self.captured} of {self.asked} variants on {self.device} "
-                f"in {self.seconds:.1f} s"
-            )
+            how = f"captured {self.captured} of {self.asked} variants on {self.device}"
+            how += f" in {self.seconds:.1f} s" if timed else ""
         moved = f"; {self.moved} moves took their records" if self.moved else ""
         return f"op evidence for the {self.delta} variants decided again: {how}{moved}"
 

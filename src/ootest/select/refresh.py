@@ -381,7 +381,7 @@ def _capture(c: _Ctx) -> None:
         timeout=how.timeout, capturer=how.capturer, say=c.say,
     )  # fmt: skip
     c.facts["capture"] = {
-        "summary": f.summary(),
+        "summary": f.summary(timed=False),  # the PR body's: the same for the same refresh
         "delta": f.delta,
         "asked": f.asked,
         "captured": f.captured,
