@@ -463,9 +463,10 @@ def _judging(args: argparse.Namespace) -> Any:
 def _add_refresh(ssub: Any) -> None:
     f = ssub.add_parser(
         "refresh",
-        help="a whole upgrade in one command: index, diff, re-decide, run, refine, write",
-        description="Build the memory of the installed torch and test tree, re-decide what "
-        "changed since --memory (select run --since), run those variants on the device, "
+        help="a whole upgrade in one command: index, diff, capture, re-decide, run, refine, write",
+        description="Build the memory of the installed torch and test tree, capture the "
+        "variants that changed since --memory on the reference device (with --ops), re-decide "
+        "them (select run --since), run those variants on the device, "
         "refine from that run, and write the config, its evidence, the review page and a "
         "pull-request body. Resumable: a killed refresh goes on at the step it was in "
         "when run again. Extra arguments after -- go to pytest.",
