@@ -24,6 +24,7 @@ def same_ops(
     only: Path,
     code: Mapping[str, str],
     *,
+    memory: Path | None,
     device: str,
     timeout: float,
     say: Callable[[str], None],

@@ -70,11 +70,17 @@ def capturer(ops: Mapping[str, Mapping[str, int]], asked: list[list[str]]) -> Ca
         only: Path,
         code: Mapping[str, str],
         *,
+        memory: Path | None,
         device: str,
         timeout: float,
         say: Callable[[str], None],
     ) -> None:
-        assert device == "emu:full" and all(f.is_file() for f in files)
+        assert (
+            device == "emu:full"
+            and memory is not None
+            and memory.name == "new.db"
+            and all(f.is_file() for f in files)
+        )
         vids = only.read_text().split()
         asked.append(vids)
         recs: list[dict[str, object]] = [

@@ -1,13 +1,30 @@
-"""``ootest ops capture CONFIG|TESTPATH... --device emu:full``: fill the op map
-(the machinery: :mod:`ootest.opmap.capturing`)."""
+"""``ootest ops capture CONFIG|TESTPATH... --device emu:full``: fill the op map; the
+machinery an upgrade's delta capture runs too (Note [Fresh evidence for the delta]).
+
+Runs the variants under the recording dispatch mode (Note [Op capture]) in the
+same supervised pytest as ``ootest run`` (a segfault costs one variant, not the
+capture; it is recorded with the ops it reached and the last of them as where
+it stopped), then ingests the capture into the index. The capture stream and
+the results stay next to the index (``<db>.capture/``) for inspection. torch is
+imported only in the pytest child.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import shutil
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ootest.cache import OPS_DB
+from ootest.errors import UserError
+from ootest.opmap.ingest import ingest_records
+from ootest.timeout import check_timeout
 
 
 def add_parser(osub: Any) -> None:
@@ -36,14 +53,20 @@ def add_parser(osub: Any) -> None:
         help="the memory of the tree captured (ootest index build): each record says which "
         "code it ran (the variant's fingerprint), so a later change of the test makes it stale",
     )
+    a.add_argument(
+        "--replace",
+        action="store_true",
+        help="the records of the variants captured replace what the index held of them "
+        "(their op sets are of this code only) instead of adding to it",
+    )
     a.add_argument("-q", "--quiet", action="store_true", help="no progress")
     a.set_defaults(func=capture)
 
 
 def capture(args: argparse.Namespace) -> int:
     from ootest.cli.run_cmd import _Progress
-    from ootest.opmap.capturing import capture_into, fingerprints
     from ootest.record.shard import ShardSpec
+    from ootest.select.fresh import fingerprints
 
     if args.shard:
         ShardSpec.parse(args.shard)
@@ -58,6 +81,7 @@ def capture(args: argparse.Namespace) -> int:
         only=args.only,
         shard=args.shard,
         code=code,
+        replace=args.replace,
         pytest_args=list(args.pytest_args),
         progress=_Progress(enabled=not args.quiet),
     )
@@ -66,3 +90,161 @@ def capture(args: argparse.Namespace) -> int:
         f"{got.edges} edges; {got.crashes} crash(es) recovered; index {args.db}"
     )
     return 0
+
+
+class Progress(Protocol):
+    """What shows a capture's progress (``ootest run``'s bar or lines)."""
+
+    def update(self, done: int, total: int) -> None: ...
+
+    def say(self, line: str) -> None: ...
+
+
+class _Quiet:
+    def update(self, done: int, total: int) -> None:
+        return None
+
+    def say(self, line: str) -> None:
+        return None
+
+
+def _pytest_command(args: argparse.Namespace, stream: Path) -> list[str]:
+    configs = [t for t in args.targets if t.endswith((".yaml", ".yml"))]
+    paths = [t for t in args.targets if t not in configs]
+    if len(configs) > 1:
+        raise UserError("ops capture: give at most one config (or test paths)")
+    check_timeout(args.timeout, "--timeout")
+    cmd = [sys.executable, "-m", "pytest"]
+    if configs:
+        from ootest.config.load import load_config
+
+        cfg = load_config(configs[0])
+        paths += list(dict.fromkeys(str(rf.path) for rf in cfg.files))
+        cmd += ["--ootest-config", str(cfg.source)]
+    for p in paths:
+        if not Path(p.split("::")[0]).exists():
+            raise UserError(f"ops capture: {p}: no such test file or folder")
+    cmd += paths
+    cmd += ["-p", "no:cacheprovider", "-p", "no:faulthandler", "--continue-on-collection-errors"]
+    cmd += ["-q", "-rN", "--ootest-device", args.device, "--ootest-ops-capture", str(stream)]
+    cmd += ["--ootest-timeout", str(args.timeout)]
+    if args.shard:
+        cmd += ["--ootest-shard", args.shard]
+    if args.only is not None:
+        cmd += ["--ootest-only", str(args.only)]
+    return [*cmd, *args.pytest_args]
+
+
+@dataclass(frozen=True)
+class Captured:
+    """What :func:`capture_into` did."""
+
+    results: int  # tests with a result
+    variants: int  # variants with records ingested
+    edges: int  # edges in the index after it
+    crashes: int  # crashes recovered
+    seconds: float
+
+
+def capture_into(
+    db: Path,
+    targets: list[str],
+    *,
+    device: str = "emu:full",
+    timeout: float = 300.0,
+    only: Path | None = None,
+    shard: str | None = None,
+    code: Mapping[str, str] | None = None,
+    replace: bool = False,
+    pytest_args: Sequence[str] = (),
+    progress: contextlib.AbstractContextManager[Progress] | None = None,
+    say: Callable[[str], None] = lambda line: print(line, flush=True),
+) -> Captured:
+    """Run ``targets`` (test paths, or one config) under the op recorder on ``device``
+    in a supervised pytest child and ingest what they call into ``db``. ``only``: a
+    file of the variant IDs to run; ``code``: each variant's fingerprint, written
+    with its records (Note [Evidence of which code]); ``replace``: the records
+    replace what ``db`` held of those variants (Note [Fresh evidence for the delta])."""
+    import time
+
+    from ootest.atomic import check_output
+    from ootest.device import check_device
+    from ootest.opmap.store import OpStore
+    from ootest.record.results import RunData, read_records, state_dir
+    from ootest.runner.supervise import Supervisor
+
+    started = time.perf_counter()
+    check_output(db, "--db")  # before the capture runs
+    work = db.with_name(db.name + ".capture")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    stream, results = work / "ops.jsonl", work / "results.jsonl"
+    ns = argparse.Namespace(
+        targets=targets, timeout=timeout, shard=shard, only=only, device=device,
+        pytest_args=list(pytest_args),
+    )  # fmt: skip
+    cmd = _pytest_command(ns, stream)
+    check_device(device)  # emu children run with torch's backend autoload off
+    say(f"ootest: capturing ops on {device} into {db}")
+    sup = Supervisor(
+        pytest_cmd=cmd, results=results, state=state_dir(results), log=work / "pytest.log",
+        timeout=timeout,
+    )  # fmt: skip
+    with progress or contextlib.nullcontext(_Quiet()) as shown:
+        sup.on_progress = shown.update
+        sup.on_line = shown.say
+        last = sup.run()
+    data = RunData.from_records(read_records(results))
+    if not stream.exists() or (not data.results and not last.finished):
+        raise UserError(
+            f"ops capture: pytest stopped before running any test (exit {last.returncode}); "
+            f"its output is in {work / 'pytest.log'}"
+        )
+    extra = _stops_of_crashes(stream, data.results.values())
+    with OpStore.open(db, create=True) as store:
+        rep = ingest_records(
+            store, _records(stream, extra), source=str(stream), code=code, replace=replace
+        )
+    crashes = sum(1 for a in sup.attempts if a.crash is not None)
+    return Captured(
+        len(data.results), rep.variants, rep.edges, crashes, time.perf_counter() - started
+    )
+
+
+def _records(stream: Path, extra: list[dict[str, Any]]) -> Any:
+    from ootest.opmap.capture import read_capture
+
+    for _, rec, _ in read_capture(stream):
+        yield rec
+    yield from extra
+
+
+def _stops_of_crashes(stream: Path, results: Any) -> list[dict[str, Any]]:
+    """A test that killed its process wrote no stop line: its result says how it
+    ended, and the last op it reached (written before it ran) is where it stopped."""
+    last_op: dict[str, str] = {}
+    stopped: set[str] = set()
+    with open(stream, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("kind") == "ops" and rec.get("mode") == "eager" and rec.get("ops"):
+                last_op[str(rec["variant_id"])] = next(reversed(rec["ops"]))
+            elif rec.get("kind") == "stop":
+                stopped.add(str(rec.get("variant_id")))
+    out = []
+    for r in results:
+        vid = str(r.get("variant_id"))
+        if r.get("outcome") in ("crashed", "timeout") and vid not in stopped:
+            out.append(
+                {
+                    "kind": "stop",
+                    "variant_id": vid,
+                    "op": last_op.get(vid),
+                    "outcome": r["outcome"],
+                    "error": r.get("signal"),
+                }
+            )
+    return out

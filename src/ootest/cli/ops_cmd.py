@@ -153,7 +153,7 @@ def _store(args: argparse.Namespace, *, create: bool = False) -> Any:
 def ingest(args: argparse.Namespace) -> int:
     code = None
     if args.memory is not None:
-        from ootest.opmap.capturing import fingerprints
+        from ootest.select.fresh import fingerprints
 
         code = fingerprints(args.memory)
     with _store(args, create=True) as store:

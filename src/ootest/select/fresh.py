@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -74,12 +74,13 @@ class Delta:
     moves: list[tuple[str, str, str, str]] = field(default_factory=list)
     #: file key -> the test file in the new tree, for each file of ``fresh``
     files: dict[str, Path] = field(default_factory=dict)
+    memory: Path | None = None  # the new tree's memory (the fingerprints' source)
 
 
 class Capturer(Protocol):
     """Captures ``only`` (a file of variant IDs) of ``files`` on ``device`` into
-    ``db``, each variant's records stamped with ``code`` and replacing what ``db``
-    held of it (:func:`capture_variants`)."""
+    ``db``, each variant's records stamped with ``code`` (its fingerprint in
+    ``memory``) and replacing what ``db`` held of it (:func:`capture_variants`)."""
 
     def __call__(
         self,
@@ -88,6 +89,7 @@ class Capturer(Protocol):
         only: Path,
         code: Mapping[str, str],
         *,
+        memory: Path | None,
         device: str,
         timeout: float,
         say: Callable[[str], None],
@@ -100,18 +102,33 @@ def capture_variants(
     only: Path,
     code: Mapping[str, str],
     *,
+    memory: Path | None,
     device: str,
     timeout: float,
     say: Callable[[str], None],
 ) -> None:
-    """The default :class:`Capturer`: ``ootest ops capture FILES --only ONLY`` into
-    ``db`` (a supervised pytest child; progress a line per 10% off a terminal)."""
-    from ootest.opmap.capturing import capture_into
+    """The default :class:`Capturer`: ``ootest ops capture FILES --only ONLY --memory
+    M --replace`` into ``db``, in a child process (it never imports torch here; the
+    capture's own pytest is supervised: a crash costs one variant)."""
+    import subprocess
+    import sys
 
-    capture_into(
-        db, [str(f) for f in files], device=device, timeout=timeout, only=only, code=code,
-        replace=True, say=say,
-    )  # fmt: skip
+    cmd = [sys.executable, "-m", "ootest.cli", "ops", "capture", *map(str, files),
+           "--only", str(only), "--replace", "--db", str(db), "--device", device,
+           "--timeout", str(timeout), "-q"]  # fmt: skip
+    if memory is not None:
+        cmd += ["--memory", str(memory)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    if r.returncode != 0:
+        tail = "\n".join(lines[-15:])
+        raise UserError(
+            f"the delta capture on {device} failed (ootest ops capture exit status "
+            f"{r.returncode}; pass --no-capture where no reference device can be built); "
+            f"its output ends:\n{tail}"
+        )
+    if lines:
+        say(f"  {lines[-1]}")
 
 
 @dataclass
@@ -143,7 +160,6 @@ def delta(old_db: Path, new_db: Path) -> Delta:
     """The variants an upgrade from ``old_db`` to ``new_db`` decides again, and its
     moves (the diff ``select run --since`` reads)."""
     from ootest.memory import diff_indexes
-    from ootest.opmap.capturing import fingerprints
     from ootest.select.gather import device_delta, from_memory
 
     diff = diff_indexes(old_db, new_db)
@@ -156,7 +172,34 @@ def delta(old_db: Path, new_db: Path) -> Delta:
     now = fingerprints(new_db, [n for _, n in plain])
     moves = [(o, n, was.get(o, ""), now.get(n, "")) for o, n in plain]
     moves += [(o, n, "", "") for o, n, reasons in dev.moved if reasons]
-    return Delta(fresh, moves, _files(new_db, {v.partition("::")[0] for v in fresh}))
+    files = _files(new_db, {v.partition("::")[0] for v in fresh})
+    return Delta(fresh, moves, files, new_db)
+
+
+def fingerprints(memory: Path, only: Iterable[str] | None = None) -> dict[str, str]:
+    """Each variant's fingerprint in ``memory`` (Note [Evidence of which code])."""
+    import sqlite3
+
+    if not memory.is_file():
+        raise UserError(f"--memory {memory}: no such index; build it with 'ootest index build'")
+    con = sqlite3.connect(f"file:{memory}?mode=ro", uri=True)
+    try:
+        if only is None:
+            return {str(v): str(f) for v, f in con.execute("SELECT id, fingerprint FROM variants")}
+        ids = sorted(set(only))
+        out: dict[str, str] = {}
+        for k in range(0, len(ids), 900):
+            part = ids[k : k + 900]
+            marks = ",".join("?" * len(part))
+            rows = con.execute(f"SELECT id, fingerprint FROM variants WHERE id IN ({marks})", part)
+            out.update((str(v), str(f)) for v, f in rows)
+        return out
+    except sqlite3.Error as e:
+        raise UserError(
+            f"--memory {memory}: expected an ootest memory index; reading it failed: {e}"
+        ) from None
+    finally:
+        con.close()
 
 
 def _files(memory: Path, keys: set[str]) -> dict[str, Path]:
@@ -216,7 +259,7 @@ def fresh_ops(
         say(f"  capturing the {len(need)} variants decided again ({len(files)} files) on {device}")
         if files:
             (capturer or capture_variants)(
-                out, files, only, need, device=device, timeout=timeout, say=say
+                out, files, only, need, memory=d.memory, device=device, timeout=timeout, say=say
             )
         with OpStore.open(out) as store:
             got = store.codes(need)
