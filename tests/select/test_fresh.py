@@ -21,6 +21,7 @@ import pytest
 
 from ootest.cli.main import main
 from ootest.opmap.ingest import ingest_records
+from ootest.select.fresh import capture_variants as _REAL
 from ootest.opmap.store import OpStore
 from tests.select.upgrade_trees import HEAD, V, build, capture, moves_version
 
@@ -265,3 +266,22 @@ def test_moved_variants_keep_their_op_evidence(
                 ((vid, ops, uncertain, outcome, _, _),) = s.evidence([new], code)
                 assert (vid, uncertain, outcome) == (new, None, "passed") and ops, new
     assert "9 moves took their records" in err
+
+
+def test_a_reference_device_that_cannot_be_built_is_one_error(
+    foo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real capturer (``ootest ops capture`` in a child; it fails before any
+    test runs, so no torch is needed) says what failed and how to go on."""
+    # the real one, not the fixtures' (tests/select/conftest.py)
+    monkeypatch.setattr("ootest.select.fresh.capture_variants", _REAL)
+    at = _at(foo, tmp_path / "d")
+    rc, err = _since(at, "--capture-device", "emu:nosuch")
+    assert rc == 2
+    assert err.endswith(
+        "ootest: error: the delta capture on emu:nosuch failed (ootest ops capture exit status "
+        "2; pass --no-capture where no reference device can be built); its output ends:\n"
+        "ootest: error: emu: unknown profile 'nosuch'; expected one of faulty, full, subtle, "
+        "young or a path to a profile YAML file\n"
+    )
+    assert _decisions(at / "suite.evidence.jsonl") == _decisions(foo / "suite.evidence.jsonl")
