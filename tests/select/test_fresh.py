@@ -21,8 +21,8 @@ import pytest
 
 from ootest.cli.main import main
 from ootest.opmap.ingest import ingest_records
-from ootest.select.fresh import capture_variants as _REAL
 from ootest.opmap.store import OpStore
+from ootest.select.fresh import capture_variants as _REAL
 from tests.select.upgrade_trees import HEAD, V, build, capture, moves_version
 
 FOO = "test/test_foo.py"
