@@ -303,9 +303,11 @@ def _add_capture(p: Any, when: str) -> None:
         help=f"{when}do not capture the added and modified variants on the reference device "
         "(none can be built here): their op evidence is stale and they run",
     )
+    from ootest.select.fresh import REFERENCE
+
     p.add_argument(
         "--capture-device",
-        default="emu:full",
+        default=REFERENCE,
         metavar="DEVICE",
         help="the reference device of the delta capture (default: emu:full, as ops capture)",
     )
