@@ -4,6 +4,7 @@ upgrade, Note [Fresh evidence for the delta]; ``ootest ops capture --only``)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +56,19 @@ def test_an_unreadable_list_is_one_error_line(pytester: pytest.Pytester) -> None
             "line; cannot read it: No such file or directory"
         ]
     )
+
+
+def test_ops_capture_only_checks_its_list_before_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ootest.cli.main import main
+
+    missing = tmp_path / "ids.txt"
+    rc = main(["ops", "capture", str(tmp_path), "--only", str(missing), "--db",
+               str(tmp_path / "ops.db")])  # fmt: skip
+    assert (rc, capsys.readouterr().err) == (
+        2,
+        f"ootest: error: --only {missing}: expected a file of variant IDs, one a line; "
+        "cannot read it: No such file or directory\n",
+    )
+    assert not (tmp_path / "ops.db.capture").exists()  # nothing ran

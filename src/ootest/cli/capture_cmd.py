@@ -70,6 +70,10 @@ def capture(args: argparse.Namespace) -> int:
 
     if args.shard:
         ShardSpec.parse(args.shard)
+    if args.only is not None:
+        from ootest.plugin.selector import read_only
+
+        read_only(args.only, "--only")  # one error line here, not a pytest that stops at once
     code = None
     if args.memory is not None:
         code = fingerprints(args.memory)

@@ -119,16 +119,16 @@ class NotCollected(pytest.File):
         return []
 
 
-def read_only(path: Path) -> frozenset[str]:
+def read_only(path: Path, flag: str = "--ootest-only") -> frozenset[str]:
     """The variant IDs of an ``--ootest-only`` file: one a line (blank lines and
-    ``#`` comments ignored)."""
+    ``#`` comments ignored); ``flag``: the option that named it, for the error."""
     from ootest.errors import UserError
 
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(
-            f"--ootest-only {path}: expected a file of variant IDs, one a line; "
+            f"{flag} {path}: expected a file of variant IDs, one a line; "
             f"cannot read it: {getattr(e, 'strerror', None) or e}"
         ) from None
     return frozenset(
