@@ -476,6 +476,7 @@ def _fresh(
     """The op map an upgrade decides from (Note [Fresh evidence for the delta]) and
     the line that says what it holds; None: the team's, as it is (nothing moved,
     added or modified)."""
+    from ootest.atomic import check_output
     from ootest.select.fresh import delta, fresh_ops
 
     assert inputs.memory is not None and inputs.ops is not None
@@ -485,6 +486,7 @@ def _fresh(
         return None
     stem = out.name.removesuffix(".yaml").removesuffix(".yml")
     target = how.out or out.with_name(f"{stem}.ops.db")
+    check_output(target, "--ops-out")
     f = fresh_ops(
         inputs.ops, target, d, capture=bool(how.enabled), device=how.device, timeout=how.timeout,
         capturer=how.capturer, say=say or (lambda _: None),
