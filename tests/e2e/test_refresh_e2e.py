@@ -153,7 +153,7 @@ def test_a_refresh_killed_in_its_run_resumes_there(upstream: Path, tmp_path: Pat
     assert (at / "suite.yaml").read_bytes() == (upstream / "suite.yaml").read_bytes()
 
     out = _ok(_refresh(upstream, at))
-    assert "ootest: refresh: resuming at step run (begin, index, diff, decide done)" in out
+    assert "ootest: refresh: resuming at step run (begin, index, diff, capture, decide done)" in out
     whole = _copy(upstream, tmp_path / "whole")
     _ok(_refresh(upstream, whole))
     assert _decisions(at) == _decisions(whole)
