@@ -7,11 +7,14 @@ venv. Steps, in one command:
 
   index    ``ootest index build --device emu:full`` of each version (TORCH_ROOT set
            to the version's folder, so both name their files ``test/...``);
-  capture  ``ootest ops capture`` of each version on emu:full (its op map);
+  capture  ``ootest ops capture`` of the old version on emu:full (the team's op
+           map); with ``--fresh`` of the new version too (for the comparison only);
   select   ``select run`` of the old version for ``--device`` (the config a team
-           has), then ``select run --since old.db --memory new.db --config`` with
-           the new op map (the upgrade), and a full ``select run`` of the new
-           version (what a fresh selection gives);
+           has), then ``select refresh`` of it to the new version, exactly as a team
+           runs it (its own memory, the delta captured into a copy of the old op
+           map, the re-decided variants run on the device, refined with -k 1), and
+           with ``--fresh`` a full ``select run`` of the new version; the device's
+           ops and dtypes always by probing it (``--probe``), never its profile;
   truth    every variant of each version run on ``--device`` (``ootest run``, all
            mandatory): passed or not;
   score    per config, as ootest resolves it (people's entries and templates
@@ -19,12 +22,13 @@ venv. Steps, in one command:
            share that passed) and recall (of the variants that passed, the share
            it makes mandatory); variants the test skipped itself are left out.
 
-Printed: variants evaluated / total by the upgrade, the diff's moved, added,
-modified and removed, and the scores of the old config on the old version, the
-upgraded config and the fresh selection on the new one, side by side.
+Printed: variants evaluated / total by the refresh, its delta capture, its run and
+the seconds of each step, the diff's moved, added, modified and removed, and the
+scores of the old config on the old version, the refreshed config (and the fresh
+selection) on the new one, side by side.
 
 Usage: python bench/upgrade_history.py [--git DIR --pair FILE:OLD:NEW ...]
-       [--old DIR --new DIR] [--device emu:young] [--timeout 120] [--keep DIR]
+       [--old DIR --new DIR] [--device emu:young] [--timeout 120] [--keep DIR] [--fresh]
 """
 
 from __future__ import annotations
@@ -182,6 +186,8 @@ def evaluate(
     timeout: int,
     refine: bool = False,
     baseline: Path | None = None,
+    capture: str = "emu:full",
+    fresh: bool = False,
 ) -> None:
     """Run both versions on ``device``; select for it (old, upgraded, fresh); score.
     ``refine``: the old config is refined from the old version's run first (its
@@ -210,12 +216,14 @@ def evaluate(
     for label, src in (("", ROOT / "src"), *((("baseline ", baseline),) if baseline else ())):
         pre = tag + ("-base" if label else "")
         print(f"select for {device}{' with ' + str(src) if label else ''}:", flush=True)
-        summary = select_all(pre, device, work, roots, src, refine)
-        print(f"  {summary.removeprefix('ootest: ')}", flush=True)
+        summary = select_all(
+            pre, device, work, roots, src, refine, capture, timeout, fresh and not label
+        )
+        print(f"  {summary}", flush=True)
         if not label:
             rows.append(("old config, old version", work / f"{pre}-old.yaml", old, "old"))
-        rows.append((f"{label}upgraded, new", work / f"{pre}-up.yaml", new, "new"))
-        if not label:
+        rows.append((f"{label}refreshed, new", work / f"{pre}-up.yaml", new, "new"))
+        if fresh and not label:
             rows.append(("fresh select run, new", work / f"{pre}-fresh.yaml", new, "new"))
     counts = diff["counts"]
     moved_again = sum(1 for x in diff.get("moved", []) if x["reasons"])
@@ -231,14 +239,15 @@ def evaluate(
         tp, pred, passed, prec, rec = score(resolve(cfg, root, vids), truth[side])
         print(f"  {name:<26} {pred:>13} {passed:>7} {prec:>10.1%} {rec:>7.1%}  (tp {tp})")
     ids = variants(work / "new.db")
-    fresh = resolve(work / f"{tag}-fresh.yaml", new, ids)
+    other = resolve(work / f"{tag}-fresh.yaml", new, ids) if fresh else {}
     for label, pre in (
-        ("upgraded", tag),
-        *((("baseline upgraded", f"{tag}-base"),) if baseline else ()),
+        ("refreshed", tag),
+        *((("baseline refreshed", f"{tag}-base"),) if baseline else ()),
     ):
         up = resolve(work / f"{pre}-up.yaml", new, ids)
-        differ = sorted(v for v in up if up[v] != fresh[v])
-        print(f"  {label} vs fresh: {len(differ)} of {len(up)} variants resolve otherwise")
+        differ = sorted(v for v in up if other and up[v] != other[v])
+        if other:
+            print(f"  {label} vs fresh: {len(differ)} of {len(up)} variants resolve otherwise")
         path = work / f"{pre}-up.evidence.jsonl"
         lines = [json.loads(x) for x in path.read_text().splitlines()]
         seen = [r for r in lines if r.get("evidence", {}).get("observed")]
@@ -248,33 +257,36 @@ def evaluate(
             f"({len(moved)} of them moved)"
         )
         for v in differ[:8]:
-            print(f"    {v}: {label} {up[v]}, fresh {fresh[v]}, truth {truth['new'].get(v, '-')}")
+            print(f"    {v}: {label} {up[v]}, fresh {other[v]}, truth {truth['new'].get(v, '-')}")
 
 
 def select_all(
-    pre: str, device: str, work: Path, roots: dict[str, Path], src: Path, refine: bool
+    pre: str,
+    device: str,
+    work: Path,
+    roots: dict[str, Path],
+    src: Path,
+    refine: bool,
+    capture: str,
+    timeout: int,
+    fresh: bool,
 ) -> str:
     """``{pre}-old.yaml`` (refined from the old run with ``refine``), ``{pre}-up.yaml``
-    (``--since``) and ``{pre}-fresh.yaml``, selected by the ootest in ``src``; the
-    upgrade's summary line."""
+    (what ``select refresh`` makes of it, exactly: its own memory of the new tree,
+    the delta captured into a copy of the old op map, the re-decided variants run
+    on ``device`` and refined with -k 1) and, with ``fresh``, ``{pre}-fresh.yaml`` (a
+    full selection from a capture of the whole new version), selected by the ootest
+    in ``src``. The device's ops and dtypes come from probing it (``--probe``),
+    never from its profile. Returns the refresh's summary lines."""
     old, new = roots["old"], roots["new"]
-    dev = ["--device", device]
+    dev = ["--device", device, "--probe"]
     run = functools.partial(sh, cwd=work, src=src)
     run(
-        ootest(
-            "select",
-            "run",
-            "--memory",
-            "old.db",
-            "--ops",
-            "ops-old.db",
-            *dev,
-            "--out",
-            f"{pre}-old.yaml",
-        ),
+        ootest("select", "run", "--memory", "old.db", "--ops", "ops-old.db", *dev,
+               "--out", f"{pre}-old.yaml"),
         what="select run (old)",
         root=old,
-    )
+    )  # fmt: skip
     tag = device.replace(":", "-")
     if refine:  # the old version's run on the device becomes the config's history
         run(
@@ -282,43 +294,40 @@ def select_all(
             what="select refine (old, from its run)",
             root=old,
         )
-    shutil.copy(work / f"{pre}-old.yaml", work / f"{pre}-up-in.yaml")
-    shutil.copy(work / f"{pre}-old.evidence.jsonl", work / f"{pre}-up-in.evidence.jsonl")
+    # the team's files as a refresh finds them: the config, its memory, its op map
+    shutil.copy(work / f"{pre}-old.yaml", work / f"{pre}-up.yaml")
+    shutil.copy(work / f"{pre}-old.evidence.jsonl", work / f"{pre}-up.evidence.jsonl")
+    shutil.copy(work / "old.db", work / f"{pre}-up-memory.db")
+    shutil.copy(work / "ops-old.db", work / f"{pre}-up-ops.db")
+    refresh = work / f"{pre}-up.refresh"
+    shutil.rmtree(refresh, ignore_errors=True)
+    delta = ["--capture-device", capture, "--capture-timeout", str(timeout)]
     out = run(
-        ootest(
-            "select",
-            "run",
-            "--since",
-            "old.db",
-            "--memory",
-            "new.db",
-            "--config",
-            f"{pre}-up-in.yaml",
-            "--ops",
-            "ops-new.db",
-            *dev,
-            "--out",
-            f"{pre}-up.yaml",
-        ),
-        what="select run --since (the upgrade)",
+        ootest("select", "refresh", "--config", f"{pre}-up.yaml", "--memory",
+               f"{pre}-up-memory.db", "--root", str(new / "test"), "--ops", f"{pre}-up-ops.db",
+               *dev, *(delta if src == ROOT / "src" else []), "-k", "1", "--timeout",
+               str(timeout), "--work", str(refresh)),
+        what="select refresh (the upgrade)",
         root=new,
-    )
-    run(
-        ootest(
-            "select",
-            "run",
-            "--memory",
-            "new.db",
-            "--ops",
-            "ops-new.db",
-            *dev,
-            "--out",
-            f"{pre}-fresh.yaml",
-        ),
-        what="select run (fresh, new)",
-        root=new,
-    )
-    return next((ln for ln in out.splitlines() if "evaluated" in ln), "")
+    )  # fmt: skip
+    state = json.loads((refresh / "state.json").read_text())
+    facts = state.get("facts", {})
+    lines = [
+        f"{(facts.get('upgrade') or {}).get('summary', '')}",
+        f"{(facts.get('capture') or {}).get('summary', 'no capture step')}",
+        f"run on {device}: {facts.get('run', {})}",
+        "refresh steps (s): "
+        + ", ".join(f"{k} {v}" for k, v in (facts.get("seconds") or {}).items()),
+    ]
+    del out
+    if fresh:
+        run(
+            ootest("select", "run", "--memory", "new.db", "--ops", "ops-new.db", *dev,
+                   "--out", f"{pre}-fresh.yaml"),
+            what="select run (fresh, new: a capture of the whole new version)",
+            root=new,
+        )  # fmt: skip
+    return "\n  ".join(lines)
 
 
 def main() -> int:
@@ -344,6 +353,12 @@ def main() -> int:
     p.add_argument(
         "--refine", action="store_true", help="refine the old config from the old version's run"
     )
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="also capture the whole new version and select it afresh, for comparison (the "
+        "refresh itself never captures beyond the delta)",
+    )
     p.add_argument("--keep", type=Path)
     args = p.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
@@ -361,7 +376,8 @@ def main() -> int:
     roots = {"old": old, "new": new}
     print(f"old: {old}\nnew: {new}\nfiles: {', '.join(files)}\nwork: {work}", flush=True)
 
-    built = [work / n for n in ("old.db", "new.db", "ops-old.db", "ops-new.db")]
+    sides = ("old", "new") if args.fresh else ("old",)
+    built = [work / n for n in ("old.db", "new.db", *(f"ops-{side}.db" for side in sides))]
     if args.keep and all(p.exists() for p in built):
         print(f"index and capture: kept from an earlier run in {work}", flush=True)
     else:
@@ -383,6 +399,8 @@ def main() -> int:
                 root=root,
                 cwd=work,
             )
+            if side not in sides:  # the refresh captures the delta of the new version
+                continue
             sh(
                 ootest(
                     "ops",
@@ -412,7 +430,10 @@ def main() -> int:
     print(f"  diff: {diff['summary']}", flush=True)
 
     for device in args.device or ["emu:young"]:
-        evaluate(device, work, roots, diff, args.timeout, args.refine, args.baseline)
+        evaluate(
+            device, work, roots, diff, args.timeout, args.refine, args.baseline, args.capture,
+            args.fresh,
+        )  # fmt: skip
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -127,7 +127,9 @@ def test_refresh_upgrades_the_config_on_the_device(upstream: Path, tmp_path: Pat
     assert r"- **decisions**: evaluated 5 of 14 variants \(2 added\; 3 modified\; 1 removed" in body
     assert "```diff\n--- a/suite.yaml\n+++ b/suite.yaml\n" in body
     state = json.loads((at / "suite.refresh" / "state.json").read_text())
-    assert state["done"] == ["begin", "index", "diff", "decide", "run", "refine", "write"]
+    assert state["done"] == [
+        "begin", "index", "diff", "capture", "decide", "run", "refine", "write"
+    ]  # fmt: skip
 
 
 def test_a_refresh_killed_in_its_run_resumes_there(upstream: Path, tmp_path: Path) -> None:
@@ -147,11 +149,11 @@ def test_a_refresh_killed_in_its_run_resumes_there(upstream: Path, tmp_path: Pat
     time.sleep(2)  # in the run (test_slow_copy alone takes 4 s)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert json.loads(state.read_text())["done"] == ["begin", "index", "diff", "decide"]
+    assert json.loads(state.read_text())["done"] == ["begin", "index", "diff", "capture", "decide"]
     assert (at / "suite.yaml").read_bytes() == (upstream / "suite.yaml").read_bytes()
 
     out = _ok(_refresh(upstream, at))
-    assert "ootest: refresh: resuming at step run (begin, index, diff, decide done)" in out
+    assert "ootest: refresh: resuming at step run (begin, index, diff, capture, decide done)" in out
     whole = _copy(upstream, tmp_path / "whole")
     _ok(_refresh(upstream, whole))
     assert _decisions(at) == _decisions(whole)

@@ -291,7 +291,7 @@ def test_schema_version_mismatch(make_index: Any) -> None:
     with pytest.raises(UserError) as e:
         OpStore.open(db)
     assert str(e.value) == (
-        f"{db}: expected op map schema version 3; found 0. Rebuild it with this ootest: "
+        f"{db}: expected op map schema version 4; found 0. Rebuild it with this ootest: "
         "`ootest ops ingest CAPTURE.jsonl --db NEW.db`"
     )
 
@@ -357,6 +357,8 @@ def _downgrade(db: Path, schema: int) -> None:
         if version > schema:
             for t in tables:
                 c.execute(f"DROP TABLE {t}")
+    if schema < 4:  # schema 4 added variant_capture.code
+        c.execute("ALTER TABLE variant_capture DROP COLUMN code")
     c.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(schema),))
     c.commit()
     c.close()
@@ -369,7 +371,7 @@ def test_a_schema_1_index_is_upgraded_in_place(make_index: Any) -> None:
     with OpStore.open(db) as s:
         assert s.call_dtypes() == {}  # nothing recorded yet: selection falls back
         assert s.connection.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (
-            "3",
+            "4",
         )
         ingest_records(s, [prov(time=7.0), *SIGNED[1:]], source="new")
         assert s.call_dtypes()[INT_MM][1] == ("aten::mm", "float32")
@@ -480,7 +482,7 @@ def test_an_old_index_this_process_may_not_write_is_read_as_it_is(
     with OpStore.open(db) as s:  # writable: upgraded in place
         assert not s.readonly
         assert s.connection.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (
-            "3",
+            "4",
         )
 
 
@@ -493,3 +495,53 @@ def test_for_test_shows_the_dtypes_each_op_saw_and_the_calls_written_down(
         assert mm["aten::fill_.Scalar"].dtypes == ("int64",) and mm["aten::mm"].examples == 0
         exp = {o.op: o for o in s.for_test(A).ops}["aten::exp"]
         assert (exp.dtypes, exp.examples) == ((), 2)
+
+
+# ------------------------------------------------------------ which code (schema 4)
+def _why(s: OpStore, vid: str, code: dict[str, str], changed: tuple[str, ...] = ()) -> Any:
+    ((_, _, uncertain, *_),) = s.evidence([vid], code, changed)
+    return uncertain
+
+
+def test_each_record_says_which_code_it_ran(make_index: Any, tmp_path: Path) -> None:
+    """Note [Evidence of which code]: evidence of another fingerprint is stale; of
+    unknown origin, stale only for a variant whose code changed."""
+    db = tmp_path / "ops.db"
+    with OpStore.open(db, create=True) as s:
+        ingest_records(s, SUITE[:5], code={A: "fp-a-old"})  # B: no code (unknown)
+        assert [e.code for e in s.for_test(A).captures] == ["fp-a-old"]
+        assert _why(s, A, {A: "fp-a-old"}, (A,)) is None  # of its code now
+        assert _why(s, A, {A: "fp-a-new"}) == (
+            "captured from other code (fingerprint fp-a-old, now fp-a-new): stale, run it "
+            "(capture it again: ootest ops capture --memory)"
+        )
+        assert _why(s, B, {B: "fp-b"}) is None  # unknown origin, code unchanged: as before
+        assert _why(s, B, {B: "fp-b"}, (B,)) == (
+            "captured from other code or of unknown origin (the op map records no "
+            "fingerprint for it) and the test changed since: stale, run it"
+        )
+        # a fresh capture of the new code replaces what the index held of it
+        ingest_records(
+            s, [prov(time=9.0), ops(A, {"aten::mm": 1}), stop(A)], code={A: "fp-a-new"},
+            replace=True,
+        )  # fmt: skip
+        assert {o.op for o in s.for_test(A).ops} == {"aten::mm"}
+        assert [e.code for e in s.for_test(A).captures] == ["fp-a-new"]
+        assert _why(s, A, {A: "fp-a-new"}, (A,)) is None
+        assert ids(s.tests_for("aten::add")) == [B]  # A's posting lists follow
+    merged = tmp_path / "merged.db"
+    with OpStore.open(merged, create=True) as s:
+        merge_indexes(s, [db])
+        assert [e.code for e in s.for_test(A).captures] == ["fp-a-new"]
+
+
+def test_a_schema_3_index_opens_its_records_of_unknown_origin(make_index: Any) -> None:
+    db = make_index(SUITE)
+    _downgrade(db, 3)
+    with OpStore.open(db) as s:  # upgraded in place: the column added, empty
+        assert s.connection.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (
+            "4",
+        )
+        assert [e.code for e in s.for_test(A).captures] == [None]
+        assert _why(s, A, {A: "fp"}) is None
+        assert _why(s, A, {A: "fp"}, (A,)).endswith("the test changed since: stale, run it")

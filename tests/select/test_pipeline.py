@@ -58,7 +58,19 @@ SCRIPT = textwrap.dedent(
     sel = refine(Path("py/suite.yaml"), [Path("r.jsonl")])
     print(sel.notes[0])
     write(sel, Path("py/suite.yaml"))
-    new = Inputs(memory=Path("new.db"), ops=Path("ops.db"), backend=backend)
+    from ootest.opmap.store import OpStore
+    from ootest.select.fresh import DeltaCapture
+
+    def same_ops(db, files, only, code, **_):  # as tests/select/conftest.py
+        with OpStore.open(db, create=True) as s:
+            s.connection.executemany(
+                "UPDATE variant_capture SET code = ? "
+                "WHERE variant = (SELECT id FROM variant WHERE variant_id = ?)",
+                [(fp, vid) for vid, fp in code.items()],
+            )
+
+    new = Inputs(memory=Path("new.db"), ops=Path("ops.db"), backend=backend,
+                 capture=DeltaCapture(capturer=same_ops))
     o = upgrade(new, Path("old.db"), Path("py/suite.yaml"))
     o.write()
     print(o.summary())

@@ -17,6 +17,7 @@ import yaml
 
 from ootest.cli.main import main
 from ootest.errors import UserError
+from ootest.select.fresh import DeltaCapture
 from ootest.select.pipeline import Backend, Inputs
 from ootest.select.refresh import Refresh, Refreshed, refresh
 from tests.select import suites
@@ -135,7 +136,7 @@ def test_a_refresh_decides_runs_refines_and_writes_the_pull_request(
     assert done.changed and done.resumed_at is None
     assert done.work == at / "suite.refresh"
     steps = [s.removeprefix("ootest: refresh: ") for s in said if s.startswith("ootest: ")]
-    assert steps == ["begin", "index", "diff", "decide", "run", "refine", "write"]
+    assert steps == ["begin", "index", "diff", "capture", "decide", "run", "refine", "write"]
     got = _decisions(at / "suite.yaml")
     assert got[f"{ALPHA}::test_body[dtype=float32]"][0] == "xfail_strict"  # failed on the device
     assert got[f"{ALPHA}::test_new[dtype=float32]"] == ("mandatory_success", "ops_supported")
@@ -183,13 +184,15 @@ def test_a_killed_refresh_resumes_at_the_step_it_was_in(
     with pytest.raises(Killed):  # killed in the middle of the run on the device
         _refresh(_job(built, at), Device(kill_after=2))
     state = json.loads((at / "suite.refresh" / "state.json").read_text())
-    assert state["done"] == ["begin", "index", "diff", "decide"]
+    assert state["done"] == ["begin", "index", "diff", "capture", "decide"]
     assert ((at / "suite.yaml").read_bytes(), (at / "old.db").read_bytes()) == before
 
     said: list[str] = []
     device = Device()
     done = _refresh(_job(built, at), device, said)
-    assert said[0] == "ootest: refresh: resuming at step run (begin, index, diff, decide done)"
+    assert said[0] == (
+        "ootest: refresh: resuming at step run (begin, index, diff, capture, decide done)"
+    )
     assert done.resumed_at == "run" and device.resumed == [True]  # ootest run --resume
     results = (at / "suite.refresh" / "run" / "results.jsonl").read_text().splitlines()
     assert len(results) == 5  # the 2 of before the kill were not run again
@@ -285,3 +288,53 @@ def test_the_pull_request_body_is_inert_and_keeps_no_secret() -> None:
     assert row.endswith(f"| 1 | device\\: RuntimeError\\: {inert} |")
     assert "````diff\n" in body  # a fence longer than the diff's own backticks
     assert "+# device: RuntimeError: [click](https://evil.invalid) @admin </details> " in body
+
+
+def test_a_refresh_captures_the_delta_and_decides_from_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34 item 1: the team's op map of the old version only; the capture step
+    captures the changed variants (and only them) into the work folder's copy, the
+    decide step decides from it, the write step puts it over --ops."""
+    from tests.select.test_fresh import FOO, FOO_ID, FOO_NEW, FOO_OLD, NEW_OPS, OLD_OPS, SPEC
+    from tests.select.test_fresh import capturer as fake
+    from tests.select.upgrade_trees import build, capture
+    from tests.select.upgrade_trees import collector as collect
+
+    build(tmp_path / "old", tmp_path / "old.db", {FOO: FOO_OLD}, SPEC)
+    (tmp_path / "new" / "test").mkdir(parents=True)
+    (tmp_path / "new" / FOO).write_text(FOO_NEW)
+    shutil.copy(capture(tmp_path / "cap.jsonl", SPEC, OLD_OPS), tmp_path / "ops.db")
+    (tmp_path / "sup.txt").write_text("ones\nmm\n")
+    monkeypatch.setenv("TORCH_ROOT", str(tmp_path / "new"))
+    argv = ["select", "run", "--memory", str(tmp_path / "old.db"), "--supported",
+            str(tmp_path / "sup.txt"), "--dtypes", "float32", "--ops", str(tmp_path / "ops.db"),
+            "--out", str(tmp_path / "suite.yaml")]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    assert _decisions(tmp_path / "suite.yaml")[FOO_ID][0] == "skip"
+    asked: list[list[str]] = []
+    backend = Backend(supported=tmp_path / "sup.txt", dtypes="float32")
+    job = Refresh(
+        config=tmp_path / "suite.yaml",
+        memory=tmp_path / "old.db",
+        roots=(tmp_path / "new" / "test",),
+        inputs=Inputs(ops=tmp_path / "ops.db", backend=backend,
+                      capture=DeltaCapture(capturer=fake(NEW_OPS, asked))),
+        k=1,
+    )  # fmt: skip
+    said: list[str] = []
+    device = Device()
+    done = refresh(job, say=said.append, runner=device, collector=collect(SPEC))
+    assert asked == [[FOO_ID]]
+    assert (
+        "  op evidence for the 1 variants decided again: captured 1 of 1 variants on emu:full"
+        in [s.split(" in ")[0] for s in said]
+    )
+    assert _decisions(tmp_path / "suite.yaml")[FOO_ID] == ("mandatory_success", "ops_supported")
+    assert device.resumed == [False]  # the run step ran it: ran 1
+    assert (tmp_path / "ops.db").read_bytes() == (done.work / "ops.db").read_bytes()
+    body = done.pr_body.read_text()
+    assert (
+        r"- **op evidence**: op evidence for the 1 variants decided again\: captured 1 of 1 "
+        r"variants on emu\:full"
+    ) in body

@@ -1,4 +1,5 @@
-"""``ootest ops capture CONFIG|TESTPATH... --device emu:full``: fill the op map.
+"""``ootest ops capture CONFIG|TESTPATH... --device emu:full``: fill the op map; the
+machinery an upgrade's delta capture runs too (Note [Fresh evidence for the delta]).
 
 Runs the variants under the recording dispatch mode (Note [Op capture]) in the
 same supervised pytest as ``ootest run`` (a segfault costs one variant, not the
@@ -11,13 +12,16 @@ imported only in the pytest child.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ootest.atomic import write_atomic
 from ootest.cache import OPS_DB
@@ -57,8 +61,79 @@ def add_parser(osub: Any) -> None:
         "device and shard), instead of starting over",
     )
     a.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS")
+    a.add_argument(
+        "--only",
+        type=Path,
+        metavar="FILE",
+        help="capture only the variants whose IDs FILE lists, one a line",
+    )
+    a.add_argument(
+        "--memory",
+        type=Path,
+        metavar="DB",
+        help="the memory of the tree captured (ootest index build): each record says which "
+        "code it ran (the variant's fingerprint), so a later change of the test makes it stale",
+    )
+    a.add_argument(
+        "--replace",
+        action="store_true",
+        help="the records of the variants captured replace what the index held of them "
+        "(their op sets are of this code only) instead of adding to it",
+    )
     a.add_argument("-q", "--quiet", action="store_true", help="no progress")
     a.set_defaults(func=capture)
+
+
+def capture(args: argparse.Namespace) -> int:
+    from ootest.cli.run_cmd import _Progress
+    from ootest.record.shard import ShardSpec
+    from ootest.select.fresh import fingerprints
+
+    if args.shard:
+        ShardSpec.parse(args.shard)
+    if args.only is not None:
+        from ootest.plugin.selector import read_only
+
+        read_only(args.only, "--only")  # one error line here, not a pytest that stops at once
+    code = None
+    if args.memory is not None:
+        code = fingerprints(args.memory)
+    got = capture_into(
+        args.db,
+        list(args.targets),
+        device=args.device,
+        timeout=args.timeout,
+        only=args.only,
+        shard=args.shard,
+        durations=list(args.durations or []),
+        tree_commit=args.tree_commit,
+        resume=args.resume,
+        code=code,
+        replace=args.replace,
+        pytest_args=list(args.pytest_args),
+        progress=_Progress(enabled=not args.quiet),
+    )
+    print(
+        f"ootest: {got.results} results, {got.variants} variants with ops, "
+        f"{got.edges} edges; {got.crashes} crash(es) recovered; index {args.db}"
+    )
+    return 0
+
+
+class Progress(Protocol):
+    """What shows a capture's progress (``ootest run``'s bar or lines)."""
+
+    def update(self, done: int, total: int) -> None: ...
+
+    def say(self, line: str) -> None: ...
+
+
+class _Quiet:
+    def update(self, done: int, total: int) -> None:
+        return None
+
+    def say(self, line: str) -> None:
+        return None
 
 
 def _pytest_command(args: argparse.Namespace, stream: Path) -> list[str]:
@@ -87,43 +162,80 @@ def _pytest_command(args: argparse.Namespace, stream: Path) -> list[str]:
         if not Path(d).is_file():
             raise UserError(f"ops capture: --durations {d}: no such results file")
         cmd += ["--ootest-durations", d]
+    if args.only is not None:
+        cmd += ["--ootest-only", str(args.only)]
     return [*cmd, *args.pytest_args]
 
 
-def capture(args: argparse.Namespace) -> int:
-    from ootest.cli.run_cmd import _Progress
+@dataclass(frozen=True)
+class Captured:
+    """What :func:`capture_into` did."""
+
+    results: int  # tests with a result
+    variants: int  # variants with records ingested
+    edges: int  # edges in the index after it
+    crashes: int  # crashes recovered
+    seconds: float
+
+
+def capture_into(
+    db: Path,
+    targets: list[str],
+    *,
+    device: str = "emu:full",
+    timeout: float = 300.0,
+    only: Path | None = None,
+    shard: str | None = None,
+    durations: Sequence[str] = (),
+    tree_commit: str | None = None,
+    resume: bool = False,
+    code: Mapping[str, str] | None = None,
+    replace: bool = False,
+    pytest_args: Sequence[str] = (),
+    progress: contextlib.AbstractContextManager[Progress] | None = None,
+    say: Callable[[str], None] = lambda line: print(line, flush=True),
+) -> Captured:
+    """Run ``targets`` (test paths, or one config) under the op recorder on ``device``
+    in a supervised pytest child and ingest what they call into ``db``. ``only``: a
+    file of the variant IDs to run; ``shard``: I/N, recorded with its torch and
+    ``tree_commit`` (Note [Shard records]), balanced by ``durations``; ``resume``:
+    go on where the same capture stopped; ``code``: each variant's fingerprint, written
+    with its records (Note [Evidence of which code]); ``replace``: the records
+    replace what ``db`` held of those variants (Note [Fresh evidence for the delta])."""
+    import time
+
+    from ootest.atomic import check_output
     from ootest.device import check_device
     from ootest.opmap.store import OpStore
     from ootest.record.results import RunData, read_records, state_dir
-    from ootest.record.shard import ShardSpec
     from ootest.runner.supervise import Supervisor
 
-    if args.shard:
-        ShardSpec.parse(args.shard)
-    from ootest.atomic import check_output
-
-    check_output(args.db, "--db")  # before the capture runs
-    work = args.db.with_name(args.db.name + ".capture")
+    started = time.perf_counter()
+    check_output(db, "--db")  # before the capture runs
+    work = db.with_name(db.name + ".capture")
     stream, results = work / "ops.jsonl", work / "results.jsonl"
-    cmd = _pytest_command(args, stream)
-    tree = _tree_commit(args) if args.shard else None
-    what = {"targets": list(args.targets), "device": args.device, "shard": args.shard}
-    what["tree_commit"] = tree
-    if args.resume and (work / WHAT).exists():
+    ns = argparse.Namespace(
+        targets=targets, timeout=timeout, shard=shard, only=only, device=device,
+        durations=list(durations), pytest_args=list(pytest_args),
+    )  # fmt: skip
+    cmd = _pytest_command(ns, stream)
+    tree = _tree_commit(tree_commit, targets) if shard else None
+    what = {"targets": list(targets), "device": device, "shard": shard, "tree_commit": tree}
+    if resume and (work / WHAT).exists():
         _check_resume(work, what, stream)
     else:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         write_atomic(work / WHAT, json.dumps(what, indent=1) + "\n")
-    check_device(args.device)  # emu children run with torch's backend autoload off
-    print(f"ootest: capturing ops on {args.device} into {args.db}", flush=True)
+    check_device(device)  # emu children run with torch's backend autoload off
+    say(f"ootest: capturing ops on {device} into {db}")
     sup = Supervisor(
         pytest_cmd=cmd, results=results, state=state_dir(results), log=work / "pytest.log",
-        timeout=args.timeout,
+        timeout=timeout,
     )  # fmt: skip
-    with _Progress(enabled=not args.quiet) as progress:
-        sup.on_progress = progress.update
-        sup.on_line = progress.say
+    with progress or contextlib.nullcontext(_Quiet()) as shown:
+        sup.on_progress = shown.update
+        sup.on_line = shown.say
         last = sup.run()
     data = RunData.from_records(read_records(results))
     if not stream.exists() or (not data.results and not last.finished):
@@ -132,32 +244,31 @@ def capture(args: argparse.Namespace) -> int:
             f"its output is in {work / 'pytest.log'}"
         )
     extra = _stops_of_crashes(stream, data.results.values())
-    with OpStore.open(args.db, create=True) as store:
-        rep = ingest_records(store, _records(stream, extra), source=str(stream))
-        if args.shard:
-            _record_shard(store, args, rep.captures, tree, finished=last.finished)
+    with OpStore.open(db, create=True) as store:
+        rep = ingest_records(
+            store, _records(stream, extra), source=str(stream), code=code, replace=replace
+        )
+        if shard:
+            _record_shard(store, db, shard, rep.captures, tree, finished=last.finished)
     crashes = sum(1 for a in sup.attempts if a.crash is not None)
-    print(
-        f"ootest: {len(data.results)} results, {rep.variants} variants with ops, "
-        f"{rep.edges} edges; {crashes} crash(es) recovered; index {args.db}"
+    return Captured(
+        len(data.results), rep.variants, rep.edges, crashes, time.perf_counter() - started
     )
-    return 0
 
 
 #: In the work folder: what it is a capture of, so --resume goes on only with the same.
 WHAT = "capture.json"
 
 
-def _tree_commit(args: argparse.Namespace) -> str | None:
+def _tree_commit(given: str | None, targets: list[str]) -> str | None:
     """``--tree-commit``, else HEAD of the git checkout holding the first test path."""
-    if args.tree_commit is not None:
-        if not re.fullmatch(r"[0-9a-f]{40}", args.tree_commit):
+    if given is not None:
+        if not re.fullmatch(r"[0-9a-f]{40}", given):
             raise UserError(
-                f"ops capture: --tree-commit: expected a 40-hex git commit, found "
-                f"{args.tree_commit[:60]!r}"
+                f"ops capture: --tree-commit: expected a 40-hex git commit, found {given[:60]!r}"
             )
-        return str(args.tree_commit)
-    first = Path(args.targets[0].split("::")[0])
+        return str(given)
+    first = Path(targets[0].split("::")[0])
     folder = first if first.is_dir() else first.parent
     try:
         done = subprocess.run(
@@ -210,7 +321,7 @@ def _stream_torch(stream: Path) -> str | None:
 
 
 def _record_shard(
-    store: Any, args: argparse.Namespace, captures: list[int], tree: str | None, finished: bool
+    store: Any, db: Path, shard: str, captures: list[int], tree: str | None, finished: bool
 ) -> None:
     """Note [Shard records]: which shard, of which torch and tree, and whether it ended."""
     from ootest.opmap.shards import ShardRecord, torch_versions, write_shard
@@ -219,10 +330,10 @@ def _record_shard(
     found = torch_versions(store.connection, captures)
     if len(found) != 1:  # a stream has one provenance; several means the db held others
         raise UserError(
-            f"ops capture: --db {args.db}: expected one torch version in this shard's capture, "
+            f"ops capture: --db {db}: expected one torch version in this shard's capture, "
             f"found {found}; capture each shard into a new --db"
         )
-    spec = ShardSpec.parse(args.shard)
+    spec = ShardSpec.parse(shard)
     write_shard(store.connection, ShardRecord(str(spec), found[0], tree, finished))
 
 

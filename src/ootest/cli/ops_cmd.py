@@ -35,6 +35,12 @@ def add_parser(sub: Any) -> Any:
 
     a = action("ingest", "add capture files (JSON lines) to the index", ingest)
     a.add_argument("captures", nargs="+", metavar="CAPTURE.jsonl")
+    a.add_argument(
+        "--memory",
+        type=Path,
+        metavar="DB",
+        help="the memory of the tree captured: each record says which code it ran",
+    )
     a = action("merge", "merge indexes (one per shard) into --db", merge)
     a.add_argument("sources", nargs="+", metavar="SHARD.db")
     a.add_argument(
@@ -154,8 +160,13 @@ def _store(args: argparse.Namespace, *, create: bool = False) -> Any:
 
 # ------------------------------------------------------------------ writing
 def ingest(args: argparse.Namespace) -> int:
+    code = None
+    if args.memory is not None:
+        from ootest.select.fresh import fingerprints
+
+        code = fingerprints(args.memory)
     with _store(args, create=True) as store:
-        rep = ingest_files(store, args.captures)
+        rep = ingest_files(store, args.captures, code=code)
     _print_ingest(args.db, rep, "ingested")
     return 0
 
@@ -253,6 +264,7 @@ def for_test(args: argparse.Namespace) -> int:
                         "stopped_on": e.stopped_on,
                         "error": e.error,
                         "n_ops": e.n_ops,
+                        "code": e.code,
                     }
                     for e in res.captures
                 ],
@@ -275,7 +287,8 @@ def for_test(args: argparse.Namespace) -> int:
         stop = f", stopped on {e.stopped_on}" if e.stopped_on else ""
         err = f" ({e.error})" if e.error else ""
         outcome = e.outcome or "no outcome recorded"
-        con.print(f"{_esc(e.capture.label())}: {_esc(outcome + stop + err)}")
+        code = f"; code {e.code[:12]}" if e.code else "; code of unknown origin"
+        con.print(f"{_esc(e.capture.label())}: {_esc(outcome + stop + err + code)}")
     if res.flags.uncertain or res.flags.partial:
         con.print(f"[yellow]{_esc(res.flags.note())}[/yellow]")
     if res.file or res.nodeid:

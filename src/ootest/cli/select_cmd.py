@@ -132,6 +132,21 @@ def _inputs(args: argparse.Namespace, judge: Any) -> Any:
         scope=args.scope,
         judge=judge,
         root_var=args.root_var,
+        capture=_capture(args),
+    )
+
+
+def _capture(args: argparse.Namespace) -> Any:
+    from ootest.select.fresh import DeltaCapture
+
+    if not hasattr(args, "capture"):
+        return DeltaCapture()
+    check_timeout(args.capture_timeout, "--capture-timeout")
+    return DeltaCapture(
+        enabled=args.capture,
+        device=args.capture_device,
+        timeout=args.capture_timeout,
+        out=getattr(args, "ops_out", None),
     )
 
 
@@ -268,6 +283,40 @@ def _add_since(r: Any) -> None:
         type=Path,
         metavar="SUITE.yaml",
         help="with --since: the selected config to update (written back unless --out)",
+    )
+    _add_capture(r, "with --since and --ops: ")
+    r.add_argument(
+        "--ops-out",
+        type=Path,
+        metavar="DB",
+        help="with --since: where the copy of --ops with the delta's fresh evidence goes "
+        "(default: SUITE.ops.db next to the config written)",
+    )
+
+
+def _add_capture(p: Any, when: str) -> None:
+    """The delta capture (Note [Fresh evidence for the delta])."""
+    p.add_argument(
+        "--no-capture",
+        dest="capture",
+        action="store_false",
+        help=f"{when}do not capture the added and modified variants on the reference device "
+        "(none can be built here): their op evidence is stale and they run",
+    )
+    from ootest.select.fresh import REFERENCE
+
+    p.add_argument(
+        "--capture-device",
+        default=REFERENCE,
+        metavar="DEVICE",
+        help="the reference device of the delta capture (default: emu:full, as ops capture)",
+    )
+    p.add_argument(
+        "--capture-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="per-test timeout of the delta capture (default 300)",
     )
 
 
@@ -416,9 +465,10 @@ def _judging(args: argparse.Namespace) -> Any:
 def _add_refresh(ssub: Any) -> None:
     f = ssub.add_parser(
         "refresh",
-        help="a whole upgrade in one command: index, diff, re-decide, run, refine, write",
-        description="Build the memory of the installed torch and test tree, re-decide what "
-        "changed since --memory (select run --since), run those variants on the device, "
+        help="a whole upgrade in one command: index, diff, capture, re-decide, run, refine, write",
+        description="Build the memory of the installed torch and test tree, capture the "
+        "variants that changed since --memory on the reference device (with --ops), re-decide "
+        "them (select run --since), run those variants on the device, "
         "refine from that run, and write the config, its evidence, the review page and a "
         "pull-request body. Resumable: a killed refresh goes on at the step it was in "
         "when run again. Extra arguments after -- go to pytest.",
@@ -441,6 +491,7 @@ def _add_refresh(ssub: Any) -> None:
         help="state, new memory, run, review page and PR body (default: SUITE.refresh/)",
     )
     f.add_argument("--ops", type=Path, metavar="DB", help="op map (ops capture)")
+    _add_capture(f, "with --ops: ")
     _add_capabilities(f)
     f.add_argument("--reference", type=Path, action="append", default=[], metavar="JSONL")
     f.add_argument("--results", type=Path, action="append", default=[], metavar="JSONL")

@@ -94,6 +94,8 @@ class CaptureEnd:
     stopped_on: str | None
     error: str | None
     n_ops: int
+    #: the fingerprint of the code it ran (Note [Evidence of which code]); None: unknown
+    code: str | None = None
 
 
 @dataclass(frozen=True)

@@ -57,8 +57,20 @@ class Ingest:
 
     BATCH = 20_000  # ops records per executemany
 
-    def __init__(self, store: OpStore, report: IngestReport) -> None:
+    def __init__(
+        self,
+        store: OpStore,
+        report: IngestReport,
+        code: Mapping[str, str] | None = None,
+        replace: bool = False,
+    ) -> None:
         self.store = store
+        #: each variant's fingerprint in the memory of the tree captured (Note
+        #: [Evidence of which code]); a variant it does not name: unknown
+        self.code = code or {}
+        #: the variants this ingest records replace what the index held of them
+        #: (Note [Fresh evidence for the delta]) instead of adding to it
+        self.replace = replace
         self.c = store.connection
         self.report = report
         self.raw_ids: dict[str, int] = {}  # recorded spelling -> op id (= temp.alias)
@@ -285,6 +297,7 @@ class Ingest:
         self._close_current()
         self._flush()
         c = self.c
+        dropped = self._drop_replaced() if self.replace else set()
         c.executemany("INSERT INTO op(id, name, packet, h) VALUES (?, ?, ?, ?)", self.new_ops)
         c.executemany(
             "INSERT INTO variant(id, variant_id, nodeid, file) VALUES (?, ?, ?, ?) "
@@ -313,6 +326,7 @@ class Ingest:
                     *self.opsets.get((cap, var), (0, 0)),
                     *self._stop((cap, var)),
                     self.branches.get((cap, var), 0),
+                    self.code.get(str(self.var_rows[var][0])),
                 )
                 for cap, var in sorted(self.pairs, key=lambda k: (k[1], k[0]))
             ),
@@ -339,9 +353,34 @@ class Ingest:
         self.report.variants += len({v for _, v in self.pairs})
         if self.fresh:
             c.execute(EDGE_INDEX)
-        refresh_postings(c, set(self.raw_ids.values()))
+        refresh_postings(c, set(self.raw_ids.values()) | dropped)
         refresh_flags(c)
         self.report.edges = int(c.execute("SELECT count(*) FROM edge").fetchone()[0])
+
+    def _drop_replaced(self) -> set[int]:
+        """Forget what the index held of the variants this ingest records, but
+        their rows of the captures read now (Note [Fresh evidence for the delta]);
+        the ops whose posting lists lose them."""
+        c = self.c
+        old = sorted({v for _, v in self.pairs if v < self.first_new_var})
+        caps = sorted({cap for cap, _ in self.pairs})
+        ops: set[int] = set()
+        cmarks = ",".join("?" * len(caps))
+        for k in range(0, len(old), 500):
+            part = old[k : k + 500]
+            marks = ",".join("?" * len(part))
+            ops.update(
+                int(r[0])
+                for r in c.execute(f"SELECT DISTINCT op FROM edge WHERE variant IN ({marks})", part)
+            )
+            for table in ("edge", "call_sig", "call_example"):
+                c.execute(f"DELETE FROM {table} WHERE variant IN ({marks})", part)
+            c.execute(
+                f"DELETE FROM variant_capture WHERE variant IN ({marks}) "
+                f"AND capture NOT IN ({cmarks})",
+                (*part, *caps),
+            )
+        return ops
 
     def _stop(self, key: Pair) -> tuple[str | None, str | None, str | None]:
         op, outcome, error = self.stops.get(key, (None, None, None))
@@ -352,14 +391,15 @@ class Ingest:
 # already stored for that capture (Note [Combining captures]).
 _UPSERT_VARIANT_CAPTURE = (
     "INSERT INTO variant_capture(variant, capture, n_ops, opset, outcome, stopped_on, "
-    "error, device_branch) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+    "error, device_branch, code) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT(variant, capture) DO UPDATE SET "
     "n_ops = CASE WHEN excluded.n_ops > 0 THEN excluded.n_ops ELSE n_ops END, "
     "opset = CASE WHEN excluded.n_ops > 0 THEN excluded.opset ELSE opset END, "
     "outcome = coalesce(excluded.outcome, outcome), "
     "stopped_on = coalesce(excluded.stopped_on, stopped_on), "
     "error = coalesce(excluded.error, error), "
-    "device_branch = max(device_branch, excluded.device_branch)"
+    "device_branch = max(device_branch, excluded.device_branch), "
+    "code = coalesce(excluded.code, code)"
 )
 
 
@@ -479,11 +519,13 @@ def _merge_one(store: OpStore, report: IngestReport) -> set[int]:
             "INSERT INTO temp.omap SELECT s.id, m.id FROM src.op s "
             "JOIN main.op m ON m.name = s.name"
         )
+        cols = {str(r[1]) for r in c.execute("PRAGMA src.table_info(variant_capture)")}
+        code = "vc.code" if "code" in cols else "NULL"  # a read-only source of schema 1-3
         c.executemany(
             _UPSERT_VARIANT_CAPTURE,
             c.execute(
                 "SELECT vm.new, cm.new, vc.n_ops, vc.opset, vc.outcome, vc.stopped_on, vc.error, "
-                "vc.device_branch FROM src.variant_capture vc "
+                f"vc.device_branch, {code} FROM src.variant_capture vc "
                 "JOIN temp.vmap vm ON vm.old = vc.variant "
                 "JOIN temp.capmap cm ON cm.old = vc.capture"
             ).fetchall(),
@@ -524,11 +566,17 @@ def _merge_one(store: OpStore, report: IngestReport) -> set[int]:
             c.execute(f"DROP TABLE IF EXISTS temp.{t}")
 
 
-def ingest_files(store: OpStore, paths: Sequence[str | os.PathLike[str]]) -> IngestReport:
-    """Ingest capture files (JSON lines) into ``store``, all in one transaction."""
+def ingest_files(
+    store: OpStore,
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    code: Mapping[str, str] | None = None,
+) -> IngestReport:
+    """Ingest capture files (JSON lines) into ``store``, all in one transaction;
+    ``code``: as :func:`ingest_records`."""
     report = IngestReport()
     started = time.perf_counter()
-    with Ingest(store, report) as ing:
+    with Ingest(store, report, code) as ing:
         for path in paths:
             stats = ReadStats()
             report.sources.append(str(path))
@@ -540,17 +588,25 @@ def ingest_files(store: OpStore, paths: Sequence[str | os.PathLike[str]]) -> Ing
 
 
 def ingest_records(
-    store: OpStore, records: Iterable[Mapping[str, Any]], *, source: str = "<records>"
+    store: OpStore,
+    records: Iterable[Mapping[str, Any]],
+    *,
+    source: str = "<records>",
+    code: Mapping[str, str] | None = None,
+    replace: bool = False,
 ) -> IngestReport:
     """Ingest capture records (the dicts a capture stream holds), in one transaction.
 
     The first record must be a ``provenance`` record. ``source`` names the
     records in error messages (``source:N`` is the N-th record) and in the
-    ``capture`` table.
+    ``capture`` table. ``code``: each variant's fingerprint in the memory of the
+    tree captured (Note [Evidence of which code]); ``replace``: the records
+    replace what the index held of the variants they name (Note [Fresh evidence
+    for the delta]) instead of adding to it.
     """
     report = IngestReport(sources=[source])
     started = time.perf_counter()
-    with Ingest(store, report) as ing:
+    with Ingest(store, report, code, replace) as ing:
         ing.feed(((i, dict(r), None) for i, r in enumerate(records, 1)), source)
     report.seconds = time.perf_counter() - started
     return report

@@ -41,6 +41,21 @@ call's text, the same in every index and replay file), and ``call_example``
 ``edge``. An index of schema 1 or 2 is upgraded in place when opened; its
 variants have no examples until captured again, and ``ops replay`` has
 nothing to replay for them.
+
+Note [Evidence of which code]
+Schema 4 adds ``variant_capture.code``: the fingerprint (Note [Variant
+fingerprints]) the repository memory gives the variant's code at the capture,
+beside the capture's torch version (``capture.torch_version``). The capture
+itself stays torch-only and knows no fingerprint: ``ootest ops capture --memory
+M.db`` (and the delta capture of an upgrade, Note [Fresh evidence for the
+delta]) looks each captured variant up in the memory of the tree it ran, one
+dict lookup per variant at ingest, so the join costs nothing at query time.
+Evidence recorded from another fingerprint is never certain (``stale: run
+it``): it cannot skip a variant or make it mandatory. A record without a code
+(an index of schema 1-3, or a capture without ``--memory``) is of unknown
+origin: certain as before for a variant whose code did not change, stale for one
+an upgrade reports added, modified or moved with a change. An index of schema
+1-3 is upgraded in place when opened (the column is added, empty).
 """
 
 from __future__ import annotations
@@ -50,7 +65,7 @@ import sys
 from array import array
 from collections.abc import Iterable
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MODE_NAMES = ("eager", "compiled")
 MODE_SETS = {1: ("eager",), 2: ("compiled",), 3: ("eager", "compiled")}  # by mode bits
 # Outcomes after which the recorded ops are the variant's whole op set; any
@@ -75,6 +90,11 @@ CREATE TABLE IF NOT EXISTS call_example(
   PRIMARY KEY(variant, example)) WITHOUT ROWID;
 """
 
+# Schema 4 (Note [Evidence of which code]): an index of schema 1-3 gets the column on open.
+CODE_COLUMN = "ALTER TABLE variant_capture ADD COLUMN code TEXT"
+#: the start of the reason an op set is stale (Note [Evidence of which code])
+STALE = "captured from other code"
+
 SCHEMA = (
     """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -95,7 +115,7 @@ CREATE TABLE IF NOT EXISTS variant(
 CREATE TABLE IF NOT EXISTS variant_capture(
   variant INTEGER NOT NULL, capture INTEGER NOT NULL, n_ops INTEGER NOT NULL,
   opset INTEGER NOT NULL, outcome TEXT, stopped_on TEXT, error TEXT,
-  device_branch INTEGER NOT NULL, PRIMARY KEY(variant, capture)) WITHOUT ROWID;
+  device_branch INTEGER NOT NULL, code TEXT, PRIMARY KEY(variant, capture)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS edge(
   variant INTEGER NOT NULL, op INTEGER NOT NULL, mode INTEGER NOT NULL, calls INTEGER NOT NULL,
   PRIMARY KEY(variant, op, mode)) WITHOUT ROWID;

@@ -12,7 +12,7 @@ import sqlite3
 import time
 from array import array
 from collections import deque
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence
 from itertools import groupby, repeat
 from operator import itemgetter
 from pathlib import Path
@@ -34,6 +34,7 @@ from ootest.opmap.answers import (
 )
 from ootest.opmap.names import KNOWN_NAMESPACES, OpName, parse_op
 from ootest.opmap.schema import (
+    CODE_COLUMN,
     EDGE_INDEX,
     EXAMPLE_SCHEMA,
     MODE_NAMES,
@@ -42,6 +43,7 @@ from ootest.opmap.schema import (
     SCHEMA,
     SCHEMA_VERSION,
     SIG_SCHEMA,
+    STALE,
     unpack_ids,
 )
 
@@ -65,6 +67,10 @@ class OpStore:
         self.path = path
         self._namespaces: frozenset[str] | None = None
         self.readonly = False
+        #: the index records which code each capture of a variant ran (schema 4; an
+        #: older index opened read-only has no such column: every record's code is
+        #: unknown, Note [Evidence of which code])
+        self.has_code = True
         self._lock = contextlib.ExitStack()  # a writer's lock (Note [One writer of an index])
 
     # ---------------------------------------------------------------- opening
@@ -139,19 +145,24 @@ class OpStore:
             return
         row = c.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         found = row[0] if row else "none"
-        if found in ("1", "2") and self.readonly:  # the missing tables, empty, in memory
+        older = ("1", "2", "3")
+        if found in older and self.readonly:  # the missing tables, empty, in memory
             have = {str(r[0]) for r in c.execute("SELECT name FROM sqlite_master")}
             for stmt in (SIG_SCHEMA + EXAMPLE_SCHEMA).split(";"):
                 m = re.search(r"CREATE TABLE IF NOT EXISTS (\w+)", stmt)
                 if m is not None and m[1] not in have:  # a temp table would hide a real one
                     c.execute(stmt.replace("CREATE TABLE", "CREATE TEMP TABLE"))
+            self.has_code = False
             found = str(SCHEMA_VERSION)
-        if found in ("1", "2"):  # upgraded in place: nothing to rewrite, tables to add
+        if found in older:  # upgraded in place: nothing to rewrite, tables to add
             c.execute("BEGIN IMMEDIATE")
             try:
                 for stmt in (SIG_SCHEMA + EXAMPLE_SCHEMA).split(";"):
                     if stmt.strip():
                         c.execute(stmt)
+                cols = {str(r[1]) for r in c.execute("PRAGMA table_info(variant_capture)")}
+                if "code" not in cols:
+                    c.execute(CODE_COLUMN)
                 c.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
             except BaseException:
                 c.execute("ROLLBACK")
@@ -423,11 +434,12 @@ class OpStore:
             )
         ]
         caps = {p.id: p for p in self.captures()}
+        code_col = "code" if self.has_code else "NULL"
         ends = [
-            CaptureEnd(caps[int(cap)], outcome, stopped, err, int(n))
-            for cap, outcome, stopped, err, n in c.execute(
-                "SELECT capture, outcome, stopped_on, error, n_ops FROM variant_capture "
-                "WHERE variant = ? ORDER BY capture",
+            CaptureEnd(caps[int(cap)], outcome, stopped, err, int(n), code)
+            for cap, outcome, stopped, err, n, code in c.execute(
+                f"SELECT capture, outcome, stopped_on, error, n_ops, {code_col} "
+                "FROM variant_capture WHERE variant = ? ORDER BY capture",
                 (vid,),
             )
         ]
@@ -495,14 +507,21 @@ class OpStore:
         return out
 
     def evidence(
-        self, only: Collection[str] | None = None
+        self,
+        only: Collection[str] | None = None,
+        code: Mapping[str, str] | None = None,
+        changed: Container[str] = (),
     ) -> Iterator[tuple[str, frozenset[str], str | None, str | None, str | None, str | None]]:
         """Per variant, for the selection pipeline: (variant ID, every op it calls in any
         mode, why its op set is uncertain or None, and how it ended in the latest capture:
         outcome, exception type, the op it stopped on). ``only``: just these variant
         IDs (looked up one by one when they are a small part of the index, as an
-        incremental selection asks)."""
+        incremental selection asks). ``code``: each variant's fingerprint now; a
+        variant no record of which was captured from it is stale (Note [Evidence of
+        which code]): recorded from another fingerprint, or of unknown origin and in
+        ``changed`` (an upgrade's added and modified variants)."""
         names = dict(self.all_ops())
+        code_col = "code" if self.has_code else "NULL"
         rows = "SELECT id, variant_id, device_branch, varies, partial, why FROM variant"
         if only is not None and len(only) * 4 < self.variant_count():
             variants = []
@@ -514,14 +533,14 @@ class OpStore:
             variants.sort()
             ids = [int(r[0]) for r in variants]
             edges: list[tuple[int, int]] = []
-            ends: list[tuple[int, Any, Any, Any]] = []
+            ends: list[tuple[int, Any, Any, Any, Any]] = []
             for part in _chunks(ids):
                 marks = ",".join("?" * len(part))
                 edges += self._conn.execute(
                     f"SELECT variant, op FROM edge WHERE variant IN ({marks})", part
                 ).fetchall()
                 ends += self._conn.execute(
-                    "SELECT variant, outcome, error, stopped_on FROM variant_capture "
+                    f"SELECT variant, outcome, error, stopped_on, {code_col} FROM variant_capture "
                     f"WHERE variant IN ({marks}) ORDER BY capture",
                     part,
                 ).fetchall()
@@ -529,13 +548,16 @@ class OpStore:
             variants = self._conn.execute(f"{rows} ORDER BY id").fetchall()
             edges = self._conn.execute("SELECT variant, op FROM edge").fetchall()
             ends = self._conn.execute(
-                "SELECT variant, outcome, error, stopped_on FROM variant_capture ORDER BY capture"
+                f"SELECT variant, outcome, error, stopped_on, {code_col} FROM variant_capture "
+                "ORDER BY capture"
             ).fetchall()
         ops: dict[int, set[str]] = {}
         for v, o in edges:
             ops.setdefault(int(v), set()).add(names[int(o)])
         last: dict[int, tuple[str | None, str | None, str | None]] = {}
-        for v, outcome, error, stopped in ends:
+        codes: dict[int, set[str | None]] = {}
+        for v, outcome, error, stopped, of in ends:
+            codes.setdefault(int(v), set()).add(None if of is None else str(of))
             last[int(v)] = (
                 None if outcome is None else str(outcome),
                 None if error is None else str(error),
@@ -547,8 +569,29 @@ class OpStore:
             uncertain = None
             if db or va or pa:
                 uncertain = str(why or ("device branch" if db else "varies" if va else "partial"))
+            now = code.get(str(vid)) if code else None
+            if now:
+                uncertain = _stale(now, codes.get(int(i), set()), vid in changed) or uncertain
             end = last.get(int(i), (None, None, None))
             yield str(vid), frozenset(ops.get(int(i), ())), uncertain, *end
+
+    def codes(self, only: Collection[str]) -> dict[str, frozenset[str]]:
+        """Per variant of ``only`` the index holds: the fingerprints of the code its
+        records were captured from (Note [Evidence of which code]; none known: empty)."""
+        if not self.has_code:
+            return {}
+        out: dict[str, set[str]] = {}
+        for part in _chunks(sorted(only)):
+            marks = ",".join("?" * len(part))
+            for vid, code in self._conn.execute(
+                "SELECT v.variant_id, vc.code FROM variant v JOIN variant_capture vc "
+                f"ON vc.variant = v.id WHERE v.variant_id IN ({marks})",
+                part,
+            ):
+                got = out.setdefault(str(vid), set())
+                if code is not None:
+                    got.add(str(code))
+        return {v: frozenset(c) for v, c in out.items()}
 
     def call_dtypes(
         self, only: Collection[str] | None = None
@@ -660,6 +703,24 @@ class OpStore:
 
     def variant_count(self) -> int:
         return int(self._conn.execute("SELECT count(*) FROM variant").fetchone()[0])
+
+
+def _stale(now: str, recorded: set[str | None], changed: bool) -> str | None:
+    """Why a variant's recorded ops are stale, or None (Note [Evidence of which code])."""
+    if now in recorded:
+        return None
+    known = sorted(c for c in recorded if c is not None)
+    if known:
+        return (
+            f"{STALE} (fingerprint {known[0][:12]}, now {now[:12]}): stale, run it "
+            "(capture it again: ootest ops capture --memory)"
+        )
+    if changed:
+        return (
+            f"{STALE} or of unknown origin (the op map records no fingerprint for it) "
+            "and the test changed since: stale, run it"
+        )
+    return None
 
 
 def _chunks(items: Sequence[Any], size: int = 900) -> Iterator[Sequence[Any]]:

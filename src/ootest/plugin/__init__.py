@@ -73,6 +73,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="results file(s) of earlier runs whose durations balance the shards",
     )
     group.addoption(
+        "--ootest-only",
+        dest="ootest_only",
+        metavar="PATH",
+        help="run only the variants whose IDs PATH lists, one a line (the others are "
+        "deselected; 'ootest ops capture --only' and an upgrade's delta capture use it)",
+    )
+    group.addoption(
         "--ootest-variants",
         dest="ootest_variants",
         metavar="PATH",
@@ -125,6 +132,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         "ootest_timeout",
         "ootest_resume",
         "ootest_shard",
+        "ootest_only",
         "ootest_variants",
         "ootest_ops",
     )

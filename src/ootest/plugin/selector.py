@@ -1,4 +1,5 @@
-"""``--ootest-resume`` and ``--ootest-shard``: which collected tests this run keeps."""
+"""``--ootest-resume``, ``--ootest-shard`` and ``--ootest-only``: which collected
+tests this run keeps."""
 
 from __future__ import annotations
 
@@ -33,8 +34,10 @@ class Selector:
         durations: Any,
         keys: FileKeys,
         finished_files: set[str] | None = None,
+        only: frozenset[str] | None = None,
     ) -> None:
         self.done = done
+        self.only = only  # --ootest-only: just these variant IDs
         self.crashed_files = crashed_files
         self.finished_files = finished_files or set()
         self.shard = shard
@@ -46,8 +49,12 @@ class Selector:
     def create(cls, ns: Any, keys: FileKeys, run: str | None = None) -> Selector | None:
         resume = getattr(ns, "ootest_resume", None)
         shard_text = getattr(ns, "ootest_shard", None)
-        if not resume and not shard_text:
+        only_file = getattr(ns, "ootest_only", None)
+        if not resume and not shard_text and not only_file:
             return None
+        only = None
+        if only_file:
+            only = read_only(Path(only_file))
         done: set[str] = set()
         crashed: set[str] = set()
         finished: set[str] = set()
@@ -65,7 +72,7 @@ class Selector:
         shard = ShardSpec.parse(shard_text) if shard_text else None
         paths = [Path(p) for p in getattr(ns, "ootest_durations", None) or []]
         durations = durations_from(paths) if shard else {}
-        return cls(done, crashed, shard, durations, keys, finished)
+        return cls(done, crashed, shard, durations, keys, finished, only)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pycollect_makemodule(
@@ -98,7 +105,8 @@ class Selector:
         drop: list[pytest.Item] = []
         for item, vid in zip(items, ids, strict=True):
             other_shard = where is not None and where[vid] != self.shard.index - 1  # type: ignore[union-attr]
-            (drop if other_shard or vid in self.done else keep).append(item)
+            other = self.only is not None and vid not in self.only
+            (drop if other_shard or other or vid in self.done else keep).append(item)
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
@@ -109,3 +117,20 @@ class NotCollected(pytest.File):
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
         return []
+
+
+def read_only(path: Path, flag: str = "--ootest-only") -> frozenset[str]:
+    """The variant IDs of an ``--ootest-only`` file: one a line (blank lines and
+    ``#`` comments ignored); ``flag``: the option that named it, for the error."""
+    from ootest.errors import UserError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(
+            f"{flag} {path}: expected a file of variant IDs, one a line; "
+            f"cannot read it: {getattr(e, 'strerror', None) or e}"
+        ) from None
+    return frozenset(
+        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
+    )

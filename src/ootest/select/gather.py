@@ -65,6 +65,10 @@ class Sources:
     target: str | None = None
     #: what reading the sources left out, one line each (filled by ``gather``)
     notes: list[str] = field(default_factory=list)
+    #: variants whose code changed since the op map may have been captured (an
+    #: upgrade's added and modified): a record of unknown origin is stale for them
+    #: (Note [Evidence of which code])
+    changed: frozenset[str] = frozenset()
 
 
 def _memory(path: Path) -> sqlite3.Connection:
@@ -275,7 +279,8 @@ def gather(
     if sources.ops is not None:
         only = {c.variant_id for c in candidates}
         only |= {aliases[v] for v in only if v in aliases}
-        ops_of = _op_map(sources.ops, only)
+        code = {c.variant_id: c.fingerprint for c in candidates if c.fingerprint}
+        ops_of = _op_map(sources.ops, only, code, sources.changed)
         if sources.replay is not None:
             strict = {c.variant_id for c in candidates if c.checks_messages}
             strict |= {aliases[v] for v in strict if v in aliases}
@@ -407,14 +412,21 @@ def _call_dtypes(
 OpEvidence = tuple[tuple[str, ...], str | None, Result | None, tuple[tuple[str, str], ...] | None]
 
 
-def _op_map(path: Path, only: Collection[str] | None = None) -> dict[str, OpEvidence]:
-    """variant -> its op evidence (``OpEvidence``) from an op map index."""
+def _op_map(
+    path: Path,
+    only: Collection[str] | None = None,
+    code: Mapping[str, str] | None = None,
+    changed: Container[str] = (),
+) -> dict[str, OpEvidence]:
+    """variant -> its op evidence (``OpEvidence``) from an op map index; ``code``:
+    each variant's fingerprint now, ``changed``: the variants whose code changed
+    (Note [Evidence of which code])."""
     from ootest.opmap.store import OpStore
 
     out: dict[str, OpEvidence] = {}
     with OpStore.open(path) as store:
         calls = store.call_dtypes(only)
-        for vid, ops, uncertain, outcome, error, stopped in store.evidence(only):
+        for vid, ops, uncertain, outcome, error, stopped in store.evidence(only, code, changed):
             ref = None
             if outcome:
                 kind = error or outcome

@@ -40,6 +40,7 @@ from typing import Any
 
 from ootest.errors import UserError
 from ootest.llm import LLMSettings
+from ootest.select.fresh import DeltaCapture
 from ootest.select.gather import Candidate, Sources, Support
 from ootest.select.rules import Decision, Evidence
 from ootest.select.since import Judging, Outcome, root_var
@@ -99,6 +100,8 @@ class Inputs:
     scope: Path | None = None  # select scope's output, or file keys
     judge: JudgeSettings | None = None
     root_var: str = "TORCH_ROOT"  # what each file's path: starts with
+    #: an upgrade's fresh op evidence (Note [Fresh evidence for the delta])
+    capture: DeltaCapture = field(default_factory=lambda: DeltaCapture())
 
     def sources(self, target: str | None = None) -> Sources:
         return Sources(
@@ -482,13 +485,31 @@ def upgrade(
     inputs = replace(inputs, replay=_check_replay(inputs.replay, target, said))
     sup = support(inputs.backend)
     scope, _areas, prefs_notes = _scope(inputs.scope)
+    out = out or config
+    check_output(out, "--out")
+    # the header names the op map given (the team's), not the delta's copy of it:
+    # an upgrade with nothing to decide leaves the config as it is
+    given = (inputs.memory, inputs.ops, inputs.replay)
+    fresh_notes: list[str] = []
+    if inputs.ops is not None and inputs.capture.enabled is not None:
+        from ootest.select.since import _Sidecar
+
+        if not since.is_file():
+            raise UserError(
+                f"--since {since}: no such index; pass the memory the config was decided from"
+            )
+        _Sidecar(config).close()  # a config without its evidence: said before the capture
+        ops = _fresh(inputs, since, out, say)
+        if ops is not None:
+            fresh_notes.append(ops[1])
+            inputs = replace(inputs, ops=ops[0])
     sources = inputs.sources(target)
     # the header's digests are hashed while the diff and the decisions run
     # (hashlib releases the GIL): 0.18 s of reading 160 MB at 250,000 variants
     from concurrent.futures import ThreadPoolExecutor
 
     hashing = ThreadPoolExecutor(1)
-    digests = [hashing.submit(_digest, p) for p in (inputs.memory, inputs.ops, inputs.replay)]
+    digests = [hashing.submit(_digest, p) for p in given]
     hashing.shutdown(wait=False)
     model: list[str] = []  # the judge's, once it was asked
 
@@ -513,11 +534,36 @@ def upgrade(
     judge = None
     if inputs.judge is not None:
         judge = _asking(inputs.judge, sup, prefs_notes, model, say)
-    out = out or config
-    check_output(out, "--out")
     o = since_upgrade(since, config, out, sources, sup, scope, provenance, judge)
-    o.notes[:0] = [n.removeprefix("ootest: ") for n in [*said, *sources.notes]]
+    o.notes[:0] = [*fresh_notes, *(n.removeprefix("ootest: ") for n in [*said, *sources.notes])]
     return o
+
+
+def _fresh(
+    inputs: Inputs, since: Path, out: Path, say: Callable[[str], None] | None
+) -> tuple[Path, str] | None:
+    """The op map an upgrade decides from (Note [Fresh evidence for the delta]) and
+    the line that says what it holds; None: the team's, as it is (nothing moved,
+    added or modified)."""
+    from ootest.atomic import check_output
+    from ootest.select.fresh import delta, fresh_ops
+
+    assert inputs.memory is not None and inputs.ops is not None
+    how = inputs.capture
+    d = delta(since, inputs.memory)
+    if not d.fresh and not d.moves:
+        return None
+    stem = out.name.removesuffix(".yaml").removesuffix(".yml")
+    target = how.out or out.with_name(f"{stem}.ops.db")
+    check_output(target, "--ops-out")
+    f = fresh_ops(
+        inputs.ops, target, d, capture=bool(how.enabled), device=how.device, timeout=how.timeout,
+        capturer=how.capturer, say=say or (lambda _: None),
+    )  # fmt: skip
+    return target, (
+        f"{f.summary()}; decided from {target} (a copy: the team's op map {inputs.ops} "
+        "is unchanged)"
+    )
 
 
 def _asking(

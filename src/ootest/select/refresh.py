@@ -8,6 +8,10 @@ does after a PyTorch upgrade, each step the call the command of that step makes:
    build``, into the work folder);
 2. ``diff``: the memory diff from ``OLD.db`` (``ootest index diff``), kept for the
    pull request's body;
+   ``capture``: with ``--ops``, the added and modified variants (only those) captured
+   on the reference device into a copy of the op map in the work folder
+   (``ops.db``; Note [Fresh evidence for the delta]), moved variants' records
+   following them; ``--no-capture`` makes the copy without capturing;
 3. ``decide``: only what changed decided again (``select run --since``:
    :func:`ootest.select.pipeline.upgrade`), into a staged config next to ``S``
    (``S.refresh.yaml``: ``path:`` values and file keys resolve the same);
@@ -16,7 +20,8 @@ does after a PyTorch upgrade, each step the call the command of that step makes:
    results), as ``select audit`` runs its sample;
 5. ``refine``: the staged config refined from that run (``select refine``);
 6. ``write``: the staged config and its evidence over ``S``, the new memory over
-   ``OLD.db`` (the memory the config is now decided from), the review page
+   ``OLD.db`` and the work folder's op map over ``--ops`` (what the config is now
+   decided from; both only when a decision changed), the review page
    (``select review --previous``) and a Markdown pull-request body (the counts,
    the decisions that changed and why, the config's diff) into the work folder.
 
@@ -69,9 +74,9 @@ if TYPE_CHECKING:
 __all__ = ["STEPS", "Refresh", "Refreshed", "Runner", "pr_body", "refresh", "work_dir"]
 
 #: The steps, in order (Note [Refresh]); ``begin`` keeps the config as it was.
-STEPS = ("begin", "index", "diff", "decide", "run", "refine", "write")
+STEPS = ("begin", "index", "diff", "capture", "decide", "run", "refine", "write")
 FORMAT = 1
-#: The files a refresh writes into its work folder (besides new.db* and run/).
+#: The files a refresh writes into its work folder (besides new.db*, ops.db* and run/).
 _OURS = ("state.json", "diff.json", "before.yaml", "before.evidence.jsonl", "review.html", "pr.md")
 #: What the pull-request body shows at the most: GitHub takes 65,536 characters.
 BODY_CHARS = 60_000
@@ -204,6 +209,7 @@ def _refresh(
         "begin": _begin,
         "index": _index,
         "diff": _diff,
+        "capture": _capture,
         "decide": _decide,
         "run": _run,
         "refine": _refine,
@@ -237,7 +243,9 @@ class _State:
             for child in work.iterdir():  # only what a refresh writes there
                 if child.name == "run":
                     shutil.rmtree(child)  # a real folder: _check_work refused anything else
-                elif child.name in _OURS or child.name.startswith("new.db"):
+                elif child.name == "ops.db.capture" and child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                elif child.name in _OURS or child.name.startswith(("new.db", "ops.db")):
                     child.unlink()
             st = cls(path, [], {**ident, "format": FORMAT, "inputs": _inputs_of(job)})
             st.save()
@@ -458,6 +466,10 @@ class _Ctx:
         return self.work / "new.db"
 
     @property
+    def ops_db(self) -> Path:
+        return self.work / "ops.db"
+
+    @property
     def before(self) -> Path:
         return self.work / "before.yaml"
 
@@ -541,13 +553,45 @@ def _diff(c: _Ctx) -> None:
     c.say(f"  {d.summary()}")
 
 
+def _capture(c: _Ctx) -> None:
+    from ootest.select.fresh import delta, fresh_ops
+
+    inputs = c.job.inputs
+    if inputs.ops is None:
+        c.say("  no --ops: no op evidence to make fresh")
+        return
+    if "decide" in c.state.done:  # a refresh begun before this step existed
+        return
+    d = delta(c.job.memory, c.new_db)
+    if not d.fresh and not d.moves:
+        c.say("  nothing added, modified or moved: the op map stays as it is")
+        return
+    how = inputs.capture
+    f = fresh_ops(
+        inputs.ops, c.ops_db, d, capture=how.enabled is not False, device=how.device,
+        timeout=how.timeout, capturer=how.capturer, say=c.say,
+    )  # fmt: skip
+    c.facts["capture"] = {
+        "summary": f.summary(timed=False),  # the PR body's: the same for the same refresh
+        "delta": f.delta,
+        "asked": f.asked,
+        "captured": f.captured,
+        "moved": f.moved,
+        "seconds": round(f.seconds, 2),
+    }
+    c.say(f"  {f.summary()}")
+
+
 def _decide(c: _Ctx) -> None:
     from dataclasses import replace
 
     from ootest.select.pipeline import upgrade
 
     _unlink(c.staged)
-    inputs = replace(c.job.inputs, memory=c.new_db)
+    ops = c.ops_db if "capture" in c.facts else c.job.inputs.ops
+    # the capture step made the delta's evidence fresh already (or there was none)
+    how = replace(c.job.inputs.capture, enabled=None)
+    inputs = replace(c.job.inputs, memory=c.new_db, ops=ops, capture=how)
     said: list[str] = []
     o = upgrade(inputs, c.job.memory, c.job.config, c.staged, say=said.append)
     o.write()
@@ -664,9 +708,13 @@ def _write(c: _Ctx) -> None:
         same = sidecar_path(c.staged).read_bytes() == sidecar_path(c.before).read_bytes()
         c.facts["decided_otherwise"] = not same
     if c.facts.get("decided_otherwise"):
-        # the config, its evidence and the memory it is decided from: all or none
-        # (a killed write leaves the staged config, and is done again whole)
+        # the config, its evidence, the memory it is decided from and the op map it
+        # names now: all or none (a killed write leaves the staged config, and is done
+        # again whole)
         pairs = [(c.new_db, c.job.memory)]
+        ops = c.job.inputs.ops
+        if "capture" in c.facts and ops is not None:
+            pairs.append((c.ops_db, ops))
         if c.staged.is_file():
             pairs += [(c.staged, config), (sidecar_path(c.staged), sidecar_path(config))]
         try:
@@ -719,8 +767,10 @@ def pr_body(
         "review page (`review.html`, in the run's artifact) shows all of them.",
         "",
         f"- **tests**: {md(facts.get('memory_diff', ''), 500)}",
-        f"- **decisions**: {md(up.get('summary', ''), 500)}",
     ]
+    if facts.get("capture"):
+        lines.append(f"- **op evidence**: {md(facts['capture'].get('summary', ''), 500)}")
+    lines += [f"- **decisions**: {md(up.get('summary', ''), 500)}"]
     if run:
         outcomes = ", ".join(f"{n} {o}" for o, n in (run.get("outcomes") or {}).items())
         lines.append(

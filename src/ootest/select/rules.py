@@ -66,6 +66,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ootest.opmap.schema import STALE
+
 MODES = ("mandatory_success", "xfail_strict", "xfail", "skip")
 
 
@@ -222,6 +224,8 @@ def _unknown(ev: Evidence) -> str:
     """Why nothing decides the variant, and what is known but did not decide it."""
     if ev.ops is None:
         why = "not in the op map"
+    elif ev.ops_uncertain and ev.ops_uncertain.startswith(STALE):
+        why = "op evidence " + ev.ops_uncertain  # Note [Evidence of which code]
     elif ev.ops_uncertain:
         why = "op set may differ per device: " + ev.ops_uncertain
     elif not ev.ops:

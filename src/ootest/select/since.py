@@ -58,6 +58,7 @@ override it, and the variant is decided from the rules until it runs again
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -662,6 +663,9 @@ def upgrade(
     cands = from_memory(new_db, why)
     fps = {c.variant_id: c.fingerprint for c in cands}
     why = {c.variant_id: why[c.variant_id] for c in cands if c.variant_id in why}
+    # Note [Evidence of which code]: a record of unknown origin is stale for what changed
+    changed = frozenset(v for v, r in why.items() if set(r) - {"moved", "replay"})
+    sources = dataclasses.replace(sources, changed=changed)
     evidence = gather(cands, sources, support, scope, origin)
     universe = device_ids(new_db, {v.partition("::")[0] for v in [*why, *removed]})
     kept, priors, dropped, history = _carry(side, evidence, why, origin)
