@@ -41,8 +41,8 @@ The ``subtle`` profile's faults depend on context one call does not show
 
 Printed per profile and source, before and after refinement: precision of
 ``mandatory_success`` (share that really passes at the test's own tolerance;
-goal >= 99% before, 100% after), recall (share of the passing variants selected
-as mandatory; goal >= 95%), false-skip rate (share of skipped variants that
+goal >= 99% before, 100% after), recall (share of the passing variants, decided
+or not, selected as mandatory; goal >= 95%), false-skip rate (share of skipped variants that
 would pass), precision proposals (xfail with a proposed tolerance: never
 counted as mandatory), the variants without a truth result (counted, never
 dropped: a mandatory one counts as not passing), and the fraction of variants
@@ -108,9 +108,12 @@ def measures(
 ) -> dict[str, float | int]:
     """The measures against the truth (every variant run as it is, at its own
     tolerance: a precision edit never makes a variant pass here). A variant
-    without a truth result is counted, not dropped: it never counts as passing."""
+    without a truth result is counted, not dropped: it never counts as passing.
+    Recall is over every variant that passes in the truth, decided or not: one the
+    config does not decide at all is a passing variant it does not require."""
     ids = list(modes)
     passing = {v for v in ids if truth.get(v, ("?", None))[0] in PASS}
+    passing |= {v for v, (o, _) in truth.items() if o in PASS}  # decided or not
     mand = {v for v in ids if modes[v][0] == "mandatory_success"}
     skip = {v for v in ids if modes[v][0] == "skip"}
     nan = float("nan")
@@ -126,6 +129,7 @@ def measures(
         "proposals": sum(1 for v in ids if modes[v][1].startswith("precision_proposal:")),
         "no_truth": sum(1 for v in ids if v not in truth),
         "no_truth_mandatory": sum(1 for v in mand if v not in truth),
+        "undecided_passing": len(passing - set(ids)),
     }
 
 
@@ -142,6 +146,11 @@ def quality(modes: dict[str, tuple[str, str]], truth: dict[str, tuple[str, str |
         f"false-skip rate {m['false_skip']:6.1%} ({m['false_skips']}/{m['skips']})"
         + (f", {m['proposals']} precision proposals" if m["proposals"] else "")
         + (f", {m['no_truth']} without a truth result" if m["no_truth"] else "")
+        + (
+            f", {m['undecided_passing']} passing variants the config does not decide"
+            if m["undecided_passing"]
+            else ""
+        )
         + (f"\n      mandatory but not passing: {misses}" if misses else "")
     )
 
