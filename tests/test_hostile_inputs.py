@@ -843,6 +843,170 @@ def test_model_record_keeps_the_calls_of_a_script_that_dies(tmp_path: Path, deat
     assert by_name["torch.Tensor.mul"]["count"] >= 4  # counts as of the last snapshot
 
 
+# ---------------------------------------------------------------- issue 35 items 1-4, 9
+class Loopback:
+    """An HTTP server on 127.0.0.1 that gives every request one fixed answer
+    (status, headers, body), and keeps the headers it was sent."""
+
+    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        seen = self.seen = []  # type: list[dict[str, str]]
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                seen.append(dict(self.headers))
+                n = min(int(self.headers.get("Content-Length") or 0), 1 << 20)
+                self.rfile.read(n)
+                try:
+                    self.send_response(status)
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:
+                    pass  # the client gave up, as it should
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _gzip(data: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+# 64 MiB of zeros: what the old code decoded in one piece (a real bomb is larger,
+# but this one is enough to tell a bounded reader from an unbounded one here)
+_INNER = 64 << 20
+_BOMBS = {
+    "gzip": ("gzip", lambda: _gzip(bytes(_INNER))),
+    "gzip, gzip": ("gzip, gzip", lambda: _gzip(_gzip(bytes(_INNER)))),
+}
+_PEAK = 8 << 20  # what "a few MB" means here: the answers may hold 1 MiB
+
+
+def _peak(call: Any) -> tuple[int, Any]:
+    """(peak bytes Python allocated while ``call`` ran, what it returned)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        out = call()
+        return tracemalloc.get_traced_memory()[1], out
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.fixture(scope="module")
+def bombs() -> dict[str, bytes]:
+    return {name: make() for name, (_, make) in _BOMBS.items()}
+
+
+@pytest.mark.parametrize("bomb", sorted(_BOMBS))
+def test_a_gzip_bomb_from_the_judge_endpoint_is_cut_at_its_bound(
+    bombs: dict[str, bytes], tmp_path: Path, bomb: str
+) -> None:
+    from ootest.llm import LLMSettings
+    from ootest.select.judge import AnswerCache, Case, judge
+
+    tried("answers")
+    server = Loopback(200, {"Content-Encoding": _BOMBS[bomb][0]}, bombs[bomb])
+    try:
+        case = Case("test/test_a.py::T::test_x", ("float32",), (), None, None, None, "open")
+        settings = LLMSettings(server.url + "/v1", "tiny", "k3y-of-the-judge", timeout=20)
+        peak, (verdicts, _) = _peak(
+            lambda: judge([case], set(), settings, AnswerCache(tmp_path / "cache"))
+        )
+    finally:
+        server.close()
+    why = verdicts[case.variant_id].record["rejected"]
+    assert "the response is larger than 262144 bytes" in why, why
+    assert server.seen[0]["Accept-Encoding"] == "identity"
+    assert peak < _PEAK, f"peak {peak:,} bytes"
+
+
+@pytest.mark.parametrize("bomb", sorted(_BOMBS))
+def test_a_gzip_bomb_from_the_summaries_endpoint_is_one_line(
+    bombs: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str], bomb: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from ootest.memory import BuildOptions, build_index
+    from tests.memory.trees import write_plain
+
+    tried("answers")
+    db = tmp_path / "memory.db"
+    build_index(BuildOptions(roots=(write_plain(tmp_path),), db=db, torch_db=False, variants=False))
+    for name in ("OOTEST_LLM_API_KEY", "OPENAI_API_KEY", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    server = Loopback(200, {"Content-Encoding": _BOMBS[bomb][0]}, bombs[bomb])
+    try:
+        argv = ["index", "summarize", "--db", str(db), "--endpoint", server.url + "/v1",
+                "--model", "tiny", "--limit", "1"]  # fmt: skip
+        peak, rc = _peak(lambda: main(argv))
+    finally:
+        server.close()
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert one_line(err) == (
+        f"ootest: error: {server.url}/v1/chat/completions: the response is larger than "
+        "1048576 bytes"
+    )
+    assert peak < _PEAK, f"peak {peak:,} bytes"
+
+
+_JOB_ENV = {"GITHUB_RUN_ID": "7", "GITHUB_REPOSITORY": "o/r", "GITHUB_JOB": "j",
+            "OOTEST_RELAY_TOKEN": "relay-t0ken-value"}  # fmt: skip
+
+
+@pytest.mark.parametrize("bomb", sorted(_BOMBS))
+@pytest.mark.parametrize("where", ["relay", "oidc"])
+def test_a_gzip_bomb_from_the_relay_or_the_token_service_is_one_line(
+    bombs: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str], bomb: str,
+    where: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    tried("answers")
+    monkeypatch.chdir(tmp_path)
+    for k, v in _JOB_ENV.items():
+        monkeypatch.setenv(k, v)
+    status = 400 if where == "relay" else 200
+    server = Loopback(status, {"Content-Encoding": _BOMBS[bomb][0]}, bombs[bomb])
+    if where == "oidc":
+        monkeypatch.delenv("OOTEST_RELAY_TOKEN")
+        monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_URL", server.url + "/token")
+        monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "req-t0ken-value")
+    try:
+        argv = ["relay", "report", "--relay-url", server.url, "--nightly", "a" * 40,
+                "--status", "completed", "--conclusion", "success", "--attempts", "1",
+                "--state-dir", str(tmp_path / "state")]  # fmt: skip
+        peak, rc = _peak(lambda: main(argv))
+    finally:
+        server.close()
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    path = "/github/callback" if where == "relay" else "/token"
+    assert "Traceback" not in err, err
+    assert err.splitlines()[-1] == (
+        f"ootest relay: http://127.0.0.1{path}: the response is larger than 1048576 bytes"
+    )
+    assert peak < _PEAK, f"peak {peak:,} bytes"
+
+
 # ---------------------------------------------------------------- the count
 #: Inputs the whole suite tries (each section's cases; raise it with a new case).
 EXPECTED_INPUTS = 67

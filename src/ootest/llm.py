@@ -19,12 +19,13 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ootest.errors import UserError
+from ootest.httpbody import AnswerTooLarge, decoded
 from ootest.untrusted import for_terminal, redact
 
 if TYPE_CHECKING:
@@ -122,6 +123,7 @@ def chat(
 
     headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
     headers["Connection"] = "close"  # a fresh connection: its socket is ours to cut
+    headers["Accept-Encoding"] = "identity"  # Note [Bounded answers]
     body = {
         "model": settings.model,
         "temperature": 0,
@@ -152,12 +154,19 @@ def chat(
             ) as resp:
                 got["headers"] = True
                 data = bytearray()
-                for chunk in resp.iter_bytes():
-                    data += chunk
-                    if len(data) > max_bytes:
-                        raise ChatError(f"{shown}: the response is larger than {max_bytes} bytes")
-                    if time.monotonic() > deadline:
-                        raise ChatError(late)
+                # the raw bytes, decoded here: what httpx decodes is unbounded
+                # (Note [Bounded answers])
+                encoding = resp.headers.get("Content-Encoding")
+                raw: Iterable[bytes] = resp.iter_raw()
+                if resp.is_stream_consumed:  # an answer made in memory (a mock transport's)
+                    raw, encoding = [resp.content], None
+                try:
+                    for chunk in decoded(raw, encoding, max_bytes, shown):
+                        data += chunk
+                        if time.monotonic() > deadline:
+                            raise ChatError(late)
+                except AnswerTooLarge as e:
+                    raise ChatError(str(e)) from None
                 got["answer"] = (resp.status_code, bytes(data))
         except BaseException as e:  # handed to the caller's thread
             got["error"] = e

@@ -120,9 +120,10 @@ def resolve_cmd(args: argparse.Namespace) -> int:
         if not res.run:
             raise UserError(f"nothing to resolve: the gate skips this event ({res.reason})")
         if res.kind == "landed":
-            import httpx
+            from ootest.httpbody import client as bounded_client
 
-            client = httpx.Client(timeout=30) if args.api else None
+            # GitHub's answers, read decoded and bounded (Note [Bounded answers])
+            client = bounded_client(timeout=30, max_bytes=16 << 20) if args.api else None
             found = rv.resolve_landed(
                 int(res.pr_number),
                 res.base,
@@ -161,6 +162,8 @@ def matrix_cmd(args: argparse.Namespace) -> int:
 def report_cmd(args: argparse.Namespace) -> int:
     import httpx
 
+    from ootest.httpbody import AnswerTooLarge
+    from ootest.httpbody import client as bounded_client
     from ootest.relay import report as rp
     from ootest.relay.gate import parse_envelope, read_event
 
@@ -192,7 +195,9 @@ def report_cmd(args: argparse.Namespace) -> int:
         print(f"ootest relay: {msg}", file=sys.stderr)
 
     try:
-        with httpx.Client(timeout=httpx.Timeout(10.0)) as client:
+        # the relay's and the token service's answers, read decoded and bounded
+        # (Note [Bounded answers]): 1 MB is far more than either sends
+        with bounded_client(timeout=httpx.Timeout(10.0), max_bytes=1 << 20) as client:
             token = rp.oidc_token(client, env)
             outcome = rp.send(
                 client,
@@ -204,7 +209,7 @@ def report_cmd(args: argparse.Namespace) -> int:
                 log,
                 repo=env.get("GITHUB_REPOSITORY", ""),
             )
-    except rp.DeliveryError as e:
+    except (rp.DeliveryError, AnswerTooLarge) as e:
         if args.soft:
             print(f"::warning::ootest relay: {e}")
             return 0
