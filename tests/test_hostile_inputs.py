@@ -1007,6 +1007,45 @@ def test_a_gzip_bomb_from_the_relay_or_the_token_service_is_one_line(
     assert peak < _PEAK, f"peak {peak:,} bytes"
 
 
+_KEY = "k3y/of+the=judge/0123456789"  # looks like no known credential: only its value tells
+_ECHOES = {  # name -> (status, body): how a server may give the key back
+    "json_escaped_slash": (401, b'{"error": "who is ' + _KEY.replace("/", "\\/").encode() + b'?"}'),
+    "url_encoded": (401, b"see https://llm.test/keys?u=k3y%2fof%2Bthe%3Djudge%2F0123456789"),
+    "straddles_300": (401, b"x" * 295 + _KEY.encode()),
+    "straddles_200": (200, b"y" * 195 + _KEY.encode()),
+}
+
+
+@pytest.mark.parametrize("echo", sorted(_ECHOES))
+def test_the_judge_key_echoed_in_any_form_is_not_stored(tmp_path: Path, echo: str) -> None:
+    from ootest.llm import LLMSettings
+    from ootest.select.judge import AnswerCache, Case, judge
+
+    tried("secrets")
+    status, body = _ECHOES[echo]
+    server = Loopback(status, {"Content-Type": "application/json"}, body)
+    try:
+        case = Case("test/test_a.py::T::test_x", ("float32",), (), None, None, None, "open")
+        settings = LLMSettings(server.url + "/v1", "tiny", _KEY, timeout=20)
+        verdicts, _ = judge([case], set(), settings, AnswerCache(tmp_path / "cache"))
+    finally:
+        server.close()
+    why = verdicts[case.variant_id].record["rejected"]  # what the sidecar gets
+    assert "[reda" in why, why
+    for part in (_KEY[:5], "k3y\\/of", "k3y%2f"):
+        assert part not in why, why
+
+
+@pytest.mark.parametrize("cut", [190, 195, 199])
+def test_a_relay_token_straddling_the_cut_is_not_printed(cut: int) -> None:
+    from ootest.relay.report import remote_text
+
+    tried("secrets")
+    token = "relay/t0ken+value=0123456789"
+    got = remote_text("z" * cut + token.replace("/", "\\/"), secrets=(token,))
+    assert "relay" not in got and got.endswith("z[redacted]"[: 200 - cut + 1]), got
+
+
 # ---------------------------------------------------------------- the count
 #: Inputs the whole suite tries (each section's cases; raise it with a new case).
 EXPECTED_INPUTS = 67

@@ -188,26 +188,28 @@ def chat(
         ) from None
     if isinstance(error, httpx.HTTPError):
         raise ChatError(
-            f"{shown}: request failed: {type(error).__name__}: {_safe(str(error), settings)}"
+            f"{shown}: request failed: {type(error).__name__}: {_safe(str(error), settings, 300)}"
         ) from None
     if error is not None:
         raise error
     status, raw = got["answer"]
     text = raw.decode("utf-8", errors="replace")
     if status != 200:
-        raise ChatError(f"{shown}: HTTP {status}: {_safe(text[:300], settings)}")
+        raise ChatError(f"{shown}: HTTP {status}: {_safe(text, settings, 300)}")
     try:
         content = str(json.loads(text)["choices"][0]["message"]["content"]).strip()
     except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         raise ChatError(
             f"{shown}: expected an OpenAI chat completion, found "
-            f"{json.dumps(_safe(text[:200], settings))}"
+            f"{json.dumps(_safe(text, settings, 200))}"
         ) from None
     return redact(content, (settings.api_key,))
 
 
-def _safe(text: str, settings: LLMSettings) -> str:
+def _safe(text: str, settings: LLMSettings, limit: int) -> str:
     """A server's text fit for an error message: credentials redacted (the key we
-    sent included), URLs without user info, on one line (Note [Untrusted text])."""
+    sent included, in the forms a server may echo it), URLs without user info, on
+    one line, then cut to ``limit`` characters: cut first, a key straddling the
+    cut would lose the part that makes it recognisable (Note [Untrusted text])."""
     plain = " ".join(public_url(w) if "://" in w else w for w in text.split())
-    return for_terminal(redact(plain, (settings.api_key,)))
+    return for_terminal(redact(plain, (settings.api_key,))[:limit])

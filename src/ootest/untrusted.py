@@ -7,9 +7,10 @@ code and servers ootest does not control, and CI logs are public. Two rules:
 - **secrets never leave**: :func:`redact` replaces what looks like a credential
   (bearer and basic tokens, ``sk-``/``ghp_``/``github_pat_``/``hf_``/``xox?-``/
   ``AKIA`` keys, JWTs, ``password=``/``token:``-style pairs, the user info of a
-  URL) and any value the caller knows to be secret (the API key it sent) with
-  ``[redacted]``, before an error or an answer is stored (sidecar, cache) or
-  printed;
+  URL) and any value the caller knows to be secret (the API key it sent; as
+  sent, JSON-escaped or URL-encoded) with ``[redacted]``, before an error or an
+  answer is stored (sidecar, cache) or printed, and before it is cut short (a
+  secret cut in two is no longer recognisable);
 - **text stays text**: :func:`for_terminal` escapes every control character
   (``\\n``, ``\\x1b``, C1 controls, lone surrogates), the bidirectional
   formatting characters and the Unicode line separators, so a test name cannot
@@ -64,11 +65,31 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     wherever they occur."""
     for s in secrets:
         if s and len(s) >= 4:
-            text = text.replace(s, REDACTED)
+            text = _known(s).sub(REDACTED, text)
     text = _TOKENS.sub(REDACTED, text)
     text = _USERINFO.sub(lambda m: m[1] + REDACTED + "@", text)
     text = _SCHEME.sub(lambda m: m[1] + m[2] + REDACTED, text)
     return _PAIR.sub(_pair, text)
+
+
+def _known(secret: str) -> re.Pattern[str]:
+    """``secret`` as a server may echo it: verbatim, JSON-escaped (with ``/`` as
+    ``\\/`` too, as PHP and some proxies write it) and URL-encoded (either hex
+    case, ``+`` for a space or not)."""
+    import json
+    from urllib.parse import quote, quote_plus
+
+    jsoned = json.dumps(secret)[1:-1]
+    forms = {secret, jsoned, jsoned.replace("/", "\\/"), secret.replace("/", "\\/")}
+    forms |= {json.dumps(secret, ensure_ascii=False)[1:-1]}
+    alternatives = [re.escape(f) for f in sorted(forms, key=len, reverse=True)]
+    for url in {quote(secret, safe=""), quote_plus(secret, safe=""), quote(secret)}:
+        if url != secret:  # %2F as %2f too: hex digits in either case
+            parts = re.split(r"(%[0-9A-F]{2})", url)
+            alternatives.append(
+                "".join(f"%(?i:{p[1:]})" if p.startswith("%") else re.escape(p) for p in parts)
+            )
+    return re.compile("|".join(alternatives))
 
 
 def _pair(m: re.Match[str]) -> str:
