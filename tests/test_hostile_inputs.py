@@ -1046,6 +1046,80 @@ def test_a_relay_token_straddling_the_cut_is_not_printed(cut: int) -> None:
     assert "relay" not in got and got.endswith("z[redacted]"[: 200 - cut + 1]), got
 
 
+_LEAKY = """\
+import os
+
+NAMES = ("OOTEST_JUDGE_API_KEY", "OOTEST_RELAY_TOKEN", "GH_TOKEN", "GITHUB_TOKEN")
+
+
+def test_no_secret_in_my_environment():
+    assert [k for k in NAMES if k in os.environ] == []
+
+
+def _found_elsewhere():
+    pid = os.getppid()  # an ancestor's environment is readable: the token is there
+    while pid > 1:
+        for x in open(f"/proc/{pid}/environ", "rb").read().split(b"\\0"):
+            if x.startswith(b"OOTEST_RELAY_TOKEN="):
+                return x.split(b"=", 1)[1].decode()
+        pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    return "none found"
+
+
+def test_a_secret_found_elsewhere_is_printed():
+    tok = _found_elsewhere()
+    print("the token:", tok)
+    assert False, "the token is " + tok
+"""
+_SECRETS = {"OOTEST_RELAY_TOKEN": "relay-t0ken-0123456789", "GH_TOKEN": "gh-t0ken-0123456789",
+            "OOTEST_JUDGE_API_KEY": "judge-k3y-0123456789",
+            "GITHUB_TOKEN": "ghs_gh1thub0token0123456789"}  # fmt: skip
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_run_hands_no_secret_to_its_tests_and_writes_none(tmp_path: Path) -> None:
+    from tests.conftest import ootest
+
+    tried("secrets")
+    (tmp_path / "test_leak.py").write_text(_LEAKY)
+    (tmp_path / "cfg.yaml").write_text(
+        "test_suite_config:\n  files:\n    - path: ./test_leak.py\n"
+        "      unlisted_test_mode: mandatory_success\n"
+    )
+    r = ootest("run", "cfg.yaml", cwd=tmp_path, env=_SECRETS)
+    assert r.returncode == 1, r.stdout + r.stderr
+    outs = [r.stdout + r.stderr]
+    for fmt in ("table", "summary", "html"):
+        got = ootest("report", ".ootest/results.jsonl", "--format", fmt, cwd=tmp_path, env=_SECRETS)
+        assert got.returncode == 0, got.stderr
+        outs.append(got.stdout)
+    written = {p.name: p.read_text(errors="replace") for p in (tmp_path / ".ootest").iterdir()
+               if p.is_file()}  # fmt: skip
+    recs = [json.loads(x) for x in written["results.jsonl"].splitlines()]
+    by = {r["nodeid"].rsplit("::", 1)[-1]: r for r in recs if r.get("kind") == "result"}
+    assert by["test_no_secret_in_my_environment"]["outcome"] == "passed"
+    assert "the token is [redacted]" in by["test_a_secret_found_elsewhere_is_printed"]["message"]
+    assert "the token: [redacted]" in written["pytest.log"]
+    assert set(written) >= {"results.jsonl", "pytest.log", "report.html", "junit.xml"}
+    for name, text in [*written.items(), *(("output", o) for o in outs)]:
+        assert "t0ken-0123" not in text and "k3y-0123" not in text, name
+
+
+def test_the_pull_request_body_keeps_no_secret_of_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ootest.select.refresh import pr_body
+
+    tried("secrets")
+    for k, v in _SECRETS.items():
+        monkeypatch.setenv(k, v)
+    tok = _SECRETS["OOTEST_RELAY_TOKEN"]
+    before = "test_suite_config:\n  files: []\n"
+    after = f"test_suite_config:\n  files: []  # reason: {tok}\n"
+    body = pr_body("suite.yaml", before, after, {"memory_diff": f"saw {tok}"}, [])
+    assert tok not in body and "[redacted]" in body
+
+
 # ---------------------------------------------------------------- the count
 #: Inputs the whole suite tries (each section's cases; raise it with a new case).
 EXPECTED_INPUTS = 67

@@ -18,17 +18,77 @@ code and servers ootest does not control, and CI logs are public. Two rules:
   a terminal, or reorder what is shown. :func:`for_rich` does that and escapes
   rich's markup. HTML pages have ``htmlpage.esc``, Markdown ``runner.summary.md``.
 
+Note [Secrets in the environment]
+A CI job hands ootest the relay's token, the judge's key and GitHub's token in
+environment variables (:data:`SECRET_ENV`, every one ootest reads or a workflow
+it writes sets). None of them reaches a process that runs test code (a run's
+pytest sessions and fork server, an index build's collection, the backend
+probe, a replay): :func:`without_secrets`. A test may still find one elsewhere
+(``/proc/<ppid>/environ``), so what ootest writes of a run (its terminal
+summary, log, reports, step summary, the refresh's ``pr.md``) has the values of
+those set in its own environment redacted too: :func:`env_secrets`.
+
 Ground floor: imports nothing of ootest.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-__all__ = ["REDACTED", "for_rich", "for_terminal", "redact"]
+__all__ = [
+    "REDACTED",
+    "SECRET_ENV",
+    "env_secrets",
+    "for_rich",
+    "for_terminal",
+    "hide_env_secrets",
+    "redact",
+    "without_secrets",
+]
 
 REDACTED = "[redacted]"
+
+#: Environment variables that hold a secret ootest knows of (Note [Secrets in the environment])
+SECRET_ENV = (
+    "OOTEST_JUDGE_API_KEY",
+    "OOTEST_LLM_API_KEY",
+    "OPENAI_API_KEY",
+    "OOTEST_RELAY_TOKEN",
+    "GH_TOKEN",
+    "GITHUB_TOKEN",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+    "ACTIONS_ID_TOKEN_REQUEST_URL",
+    "ACTIONS_RUNTIME_TOKEN",
+)
+
+
+def without_secrets(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's) for a child that runs test code: none of
+    :data:`SECRET_ENV` (Note [Secrets in the environment])."""
+    e = os.environ if env is None else env
+    return {k: v for k, v in e.items() if k not in SECRET_ENV}
+
+
+def env_secrets(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The values of :data:`SECRET_ENV` set in ``env`` (default: this process's),
+    at least 8 characters long (a shorter one would redact words, and is no
+    credential) (Note [Secrets in the environment])."""
+    e = os.environ if env is None else env
+    return tuple(v for k in SECRET_ENV if len(v := e.get(k, "")) >= 8)
+
+
+def hide_env_secrets(text: str) -> str:
+    """``text`` with the values of :data:`SECRET_ENV` set in this process
+    replaced by ``[redacted]`` (in any form :func:`redact` knows): every escaper
+    of test-derived text (:func:`for_terminal`, ``htmlpage.esc``/``md``) applies
+    it (Note [Secrets in the environment])."""
+    for s in env_secrets():
+        text = _known(s).sub(REDACTED, text)
+    return text
+
 
 _TOKENS = re.compile(
     "|".join(
@@ -63,7 +123,7 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     """``text`` with credentials replaced by ``[redacted]`` (Note [Untrusted text]);
     ``secrets`` are values known to be secret (at least 4 characters), replaced
     wherever they occur."""
-    for s in secrets:
+    for s in (*secrets, *env_secrets()):
         if s and len(s) >= 4:
             text = _known(s).sub(REDACTED, text)
     text = _TOKENS.sub(REDACTED, text)
@@ -72,6 +132,7 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     return _PAIR.sub(_pair, text)
 
 
+@functools.lru_cache(maxsize=32)
 def _known(secret: str) -> re.Pattern[str]:
     """``secret`` as a server may echo it: verbatim, JSON-escaped (with ``/`` as
     ``\\/`` too, as PHP and some proxies write it) and URL-encoded (either hex
@@ -117,7 +178,7 @@ def for_terminal(text: object) -> str:
     """``text`` on one line with every control, bidirectional-formatting and
     line-separator character escaped (``\\n``, ``\\x1b``, ``\\u202e``): what a
     terminal or a CI log may show of test-derived text (Note [Untrusted text])."""
-    return _CONTROL.sub(_escape, str(text))
+    return _CONTROL.sub(_escape, hide_env_secrets(str(text)))
 
 
 def for_rich(text: object) -> str:

@@ -48,6 +48,7 @@ from typing import Any
 from ootest.atomic import write_output
 from ootest.errors import UserError
 from ootest.select.gates import gate
+from ootest.untrusted import env_secrets, for_terminal, redact, without_secrets
 
 AREAS = ("ops", "autograd", "compile", "distributed", "sparse", "quantized", "nested")
 #: Areas whose tests are device-generic: a file counts only with tests for the device.
@@ -181,15 +182,21 @@ def detect(device: str, timeout: float = 900.0) -> Detection:
     """Probe ``device`` in a child process (the only one that imports torch)."""
     cmd = [sys.executable, "-m", "ootest.plugin.probe", device]
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        # the backend's code runs there: no secret of ours (Note [Secrets in the environment])
+        r = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env=without_secrets()
+        )
     except subprocess.TimeoutExpired:
         raise UserError(
             f"--device {device}: probing the backend took over {timeout:.0f} s; "
             "check that it loads ('python -c \"import torch\"' with it installed)"
         ) from None
     if r.returncode != 0:
-        tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UserError(f"--device {device}: cannot load the backend to probe it: {tail}")
+        # the backend's words: a credential in them is not repeated (issue 35 item 9)
+        tail = redact((r.stderr.strip().splitlines() or ["no output"])[-1], env_secrets())
+        raise UserError(
+            f"--device {device}: cannot load the backend to probe it: {for_terminal(tail[:300])}"
+        )
     try:
         data = json.loads(r.stdout)
     except ValueError:
