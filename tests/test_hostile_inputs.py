@@ -1120,6 +1120,100 @@ def test_the_pull_request_body_keeps_no_secret_of_the_environment(
     assert tok not in body and "[redacted]" in body
 
 
+_PWN = "::error::pwned_" + "z" * 20
+_WRAPPED = {  # a failure message rich wrapped at a space in a log with no TTY
+    "after_40": "x" * 40 + " " + _PWN,
+    "after_100": "y" * 100 + " " + _PWN,
+    "after_blanks": "w" * 60 + "    " + _PWN,
+}
+
+
+def _no_line_starts_with_test_text(out: str) -> None:
+    for line in out.splitlines():
+        assert not line.lstrip().startswith("::"), line
+        assert not line.lstrip().startswith(("xxxx", "yyyy", "wwww", "zzzz")), line
+
+
+def _failed_results(folder: Path) -> Path:
+    recs = [{"kind": "result", "variant_id": f"test_w.py::test_{n}",
+             "nodeid": f"test_w.py::test_{n}", "file": "test_w.py", "outcome": "failed",
+             "phase": "call", "message": "AssertionError: " + msg}
+            for n, msg in sorted(_WRAPPED.items())]  # fmt: skip
+    path = folder / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+def test_a_report_table_starts_no_line_with_a_failure_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tried("wrapping", len(_WRAPPED))
+    rc, out, _ = cli(capsys, "report", str(_failed_results(tmp_path)), "--format", "table")
+    assert rc == 0 and _PWN in out
+    _no_line_starts_with_test_text(out)
+
+
+def test_a_run_prints_no_line_that_starts_with_a_failure_message(tmp_path: Path) -> None:
+    from tests.conftest import ootest
+
+    tried("wrapping")
+    (tmp_path / "test_w.py").write_text(
+        "".join(
+            f"def test_{n}():\n    raise AssertionError({m!r})\n\n" for n, m in _WRAPPED.items()
+        )
+    )
+    (tmp_path / "cfg.yaml").write_text(
+        "test_suite_config:\n  files:\n    - path: ./test_w.py\n"
+        "      unlisted_test_mode: mandatory_success\n"
+    )
+    r = ootest("run", "cfg.yaml", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.count(_PWN) >= 3
+    _no_line_starts_with_test_text(r.stdout + r.stderr)
+
+
+def test_select_review_starts_no_line_with_evidence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tried("wrapping")
+    monkeypatch.chdir(tmp_path)
+    vid = "test/test_w.py::TestW::test_w"
+    row = {
+        "decision": {"variant_id": vid, "mode": "skip", "reason": "op_unsupported:" + "x" * 90
+                     + " " + _PWN, "evidence": [_WRAPPED["after_100"]], "source": "rules"},
+        "evidence": {"variant_id": vid, "dtypes": [], "ops": [], "missing_ops": [],
+                     "missing_dtypes": [], "cpu": None, "reference": None, "observed": []},
+        "fingerprint": "",
+    }  # fmt: skip
+    (tmp_path / "s.yaml").write_text("test_suite_config:\n  files: []\n")
+    (tmp_path / "s.evidence.jsonl").write_text(json.dumps(row) + "\n")
+    rc, out, err = cli(capsys, "select", "review", "s.yaml")
+    assert rc == 0, err
+    assert "pwned_" in out
+    _no_line_starts_with_test_text(out + err)
+
+
+def test_no_console_line_starts_with_a_workflow_command() -> None:
+    from rich.table import Table
+
+    from ootest.untrusted import console, for_rich
+
+    tried("wrapping")
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        c = console(width=40)
+        t = Table(title=for_rich("x" * 30 + " " + _PWN), box=None, show_header=False)
+        t.add_column("a")
+        t.add_row(for_rich(_PWN))
+        c.print(t)
+        c.print(":", end="")
+        c.print(for_rich(":warning::split over two writes"))
+    out = buf.getvalue()
+    assert "pwned_" in out and "warning" in out
+    # a borderless table's cells and a wrapped title may start a line: never a command
+    assert [x for x in out.splitlines() if x.lstrip().startswith("::")] == [], out
+
+
 # ---------------------------------------------------------------- the count
 #: Inputs the whole suite tries (each section's cases; raise it with a new case).
 EXPECTED_INPUTS = 67

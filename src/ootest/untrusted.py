@@ -34,13 +34,20 @@ Ground floor: imports nothing of ootest.
 from __future__ import annotations
 
 import functools
+import io
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping
+from typing import IO, TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = [
     "REDACTED",
     "SECRET_ENV",
+    "console",
     "env_secrets",
     "for_rich",
     "for_terminal",
@@ -186,3 +193,66 @@ def for_rich(text: object) -> str:
     from rich.markup import escape
 
     return escape(for_terminal(text))
+
+
+class _NoCommands(io.TextIOBase):
+    """``sys.stdout`` (or ``sys.stderr``, looked up at each write) where no line
+    starts with ``::`` (after blanks): a GitHub Actions workflow command. The
+    first ``::`` of such a line is written ``: :`` (Note [Untrusted text])."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+        self._head: str | None = ""  # the current line so far while only blanks and colons
+
+    def _stream(self) -> Any:
+        return sys.stderr if self._stderr else sys.stdout
+
+    def write(self, text: str) -> int:
+        out = []
+        for seg in re.split(r"(?<=\n)", text):
+            head = self._head
+            if head is not None and (head + seg).lstrip().startswith("::"):
+                if head.lstrip():  # its first ':' is out already
+                    seg = " " + seg
+                else:
+                    i = seg.index("::")
+                    seg = seg[:i] + ": :" + seg[i + 2 :]
+            if seg.endswith("\n"):
+                self._head = ""
+            elif head is not None and not (head + seg).lstrip().strip(":"):
+                self._head = head + seg
+            else:
+                self._head = None
+            out.append(seg)
+        self._stream().write("".join(out))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream().flush()
+
+    def isatty(self) -> bool:
+        return bool(self._stream().isatty())
+
+    def fileno(self) -> int:
+        return int(self._stream().fileno())
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self._stream(), "encoding", None) or "utf-8")
+
+    def writable(self) -> bool:
+        return True
+
+
+def console(*, stderr: bool = False, min_width: int = 0, **options: Any) -> Console:
+    """A rich ``Console`` for text that holds test-derived parts: its lines are
+    never wrapped (``soft_wrap``; a table's cells wrap inside their borders), and
+    none it writes starts with ``::`` (Note [Untrusted text]). ``min_width``: at
+    least this wide (a table is not squeezed in a narrow log)."""
+    from rich.console import Console
+
+    if min_width:
+        options["width"] = max(Console().width, min_width)
+    options.setdefault("soft_wrap", True)
+    options.setdefault("emoji", False)  # ":warning:" in a test name stays text
+    return Console(file=cast("IO[str]", _NoCommands(stderr)), **options)

@@ -142,10 +142,11 @@ class _RichReporter:
     """A rich progress bar on stderr, one task per phase (nothing when not a terminal)."""
 
     def __init__(self) -> None:
-        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-        console = Console(stderr=True)
+        from ootest.untrusted import console as untrusted_console
+
+        console = untrusted_console(stderr=True)
         self.progress = Progress(
             "[progress.description]{task.description}",
             BarColumn(),
@@ -252,10 +253,10 @@ def query(args: argparse.Namespace) -> int:
     if not hits:
         print(f"nothing matches {args.text!r}")
         return 0
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
+    from ootest.untrusted import console as untrusted_console
     from ootest.untrusted import for_terminal
 
     table = Table("#", "kind", "match", "found by", "text", box=None)
@@ -267,7 +268,7 @@ def query(args: argparse.Namespace) -> int:
             Text(", ".join(h.found_by)),
             Text(for_terminal(h.snippet[:80])),
         )
-    Console(width=200 if not sys.stdout.isatty() else None).print(table)
+    untrusted_console(width=200 if not sys.stdout.isatty() else None).print(table)
     return 0
 
 
@@ -279,13 +280,13 @@ def stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(s.to_json(), indent=2))
         return 0
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
+    from ootest.untrusted import console as untrusted_console
     from ootest.untrusted import for_terminal
 
-    console = Console(width=200 if not sys.stdout.isatty() else None)
+    console = untrusted_console(width=200 if not sys.stdout.isatty() else None)
     totals = Table("what", "count", title="index", box=None)
     for name, n in s.totals.items():
         totals.add_row(name, f"{n:,}")

@@ -325,11 +325,10 @@ def _changes(
 
 # ----------------------------------------------------------------- renderers
 def print_review(r: Review) -> None:
-    from rich.console import Console
-
+    from ootest.untrusted import console as untrusted_console
     from ootest.untrusted import for_rich as escape  # Note [Untrusted text]
 
-    console = Console(width=max(Console().width, 120))
+    console = untrusted_console(min_width=120)
     modes = ", ".join(f"{r.modes[m]} {m}" for m in MODES if r.modes[m])
     console.print(f"{escape(r.config)}: {r.variants} variants decided ({modes})")
     if r.note:
