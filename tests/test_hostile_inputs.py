@@ -1214,6 +1214,192 @@ def test_no_console_line_starts_with_a_workflow_command() -> None:
     assert [x for x in out.splitlines() if x.lstrip().startswith("::")] == [], out
 
 
+def test_the_probe_error_repeats_no_secret_of_the_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ootest.errors import UserError
+    from ootest.select.scope import detect
+
+    tried("item 9")
+    (tmp_path / "leaky_backend.py").write_text(
+        "import os\nraise RuntimeError('login failed for ' + os.environ.get('LEAK', '?') + "
+        "' ghp_abcdefghijklmnop1234')\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("LEAK", "relay-t0ken-0123456789")  # the token, found elsewhere
+    monkeypatch.setenv("OOTEST_RELAY_TOKEN", "relay-t0ken-0123456789")
+    with pytest.raises(UserError) as e:
+        detect("leaky_backend:foo", timeout=300)
+    msg = str(e.value)
+    assert "RuntimeError: login failed for [redacted] [redacted]" in msg, msg
+    assert "t0ken" not in msg and "ghp_" not in msg
+
+
+@pytest.mark.parametrize("argv", [["select", "refine", "s.yaml", "--results", "r.jsonl"],
+                                  ["select", "audit", "s.yaml", "--sample", "2"],
+                                  ["select", "review", "s.yaml"]])  # fmt: skip
+def test_an_evidence_sidecar_that_is_a_pipe_is_named_not_waited_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+) -> None:  # fmt: skip
+    tried("item 9")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text("test_suite_config:\n  files: []\n")
+    (tmp_path / "r.jsonl").write_text("")
+    os.mkfifo(tmp_path / "s.evidence.jsonl")
+    rc, _, err = cli(capsys, *argv)
+    assert rc == 2
+    assert one_line(err) == (
+        "ootest: error: s.evidence.jsonl: expected the evidence file 'ootest select run' wrote "
+        "next to the config (a regular file); found a pipe, device or socket"
+    )
+
+
+@pytest.mark.parametrize("shards", ["-1", "0", "257"])
+def test_init_refuses_a_shards_value_the_matrix_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shards: str
+) -> None:
+    from ootest.relay.matrix import MAX_JOBS
+
+    tried("item 9")
+    rc, _, err = cli(capsys, "init", "--dir", str(tmp_path), "--device", "foo", "--shards", shards)
+    assert rc == 2
+    assert one_line(err) == (
+        f"ootest: error: --shards: expected a number from 1 to {MAX_JOBS} (GitHub runs at most "
+        f"{MAX_JOBS} jobs of one matrix), found {shards}; pass e.g. 1"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_init_writes_the_largest_shards_value_the_matrix_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ootest.relay.matrix import MAX_JOBS, combination_matrix
+
+    tried("item 9")
+    rc, _, err = cli(capsys, "init", "--dir", str(tmp_path), "--device", "foo", "--shards",
+                     str(MAX_JOBS))  # fmt: skip
+    assert rc == 0, err
+    workflow = next((tmp_path / ".github" / "workflows").glob("*.yml")).read_text()
+    assert f"--shards {MAX_JOBS}" in workflow
+    assert len(combination_matrix("a" * 40, ["ootest.yaml"], shards=MAX_JOBS)["include"]) == 256
+
+
+@pytest.mark.parametrize("fmt", ["coverage", "table"])
+def test_report_writes_every_format_to_o(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    tried("item 9")
+    monkeypatch.chdir(tmp_path)
+    vid = "a.py::T::t"
+    (tmp_path / "cap.jsonl").write_text(
+        json.dumps(_PROV) + "\n" + json.dumps({**_OPS_LINE, "variant_id": vid}) + "\n"
+    )
+    assert cli(capsys, "ops", "ingest", "cap.jsonl", "--db", "ops.db")[0] == 0
+    (tmp_path / "r.jsonl").write_text(json.dumps(
+        {"kind": "result", "variant_id": vid, "nodeid": vid, "file": "a.py", "outcome": "passed",
+         "phase": "call", "op": "aten::add.Tensor"}) + "\n")  # fmt: skip
+    rc, out, err = cli(capsys, "report", "r.jsonl", "--format", fmt, "--ops", "ops.db",
+                       "-o", "out.txt")  # fmt: skip
+    assert rc == 0, err
+    assert out == ""
+    written = (tmp_path / "out.txt").read_text()
+    assert ("aten::add.Tensor" if fmt == "coverage" else "ootest summary") in written
+    assert "\x1b[" not in written  # plain text, no terminal colours
+
+
+def test_index_summarize_takes_no_key_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tried("item 9")
+    for name in ("OOTEST_LLM_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    rc, _, err = cli(capsys, "index", "summarize", "--db", str(tmp_path / "m.db"), "--endpoint",
+                     "http://127.0.0.1:9/v1", "--model", "m", "--api-key", "sk-x")  # fmt: skip
+    assert rc == 2
+    assert one_line(err) == (
+        "ootest: error: --api-key: expected no key on the command line (every user of the "
+        "machine sees it, and the shell keeps it); put it in a file and pass --api-key-file "
+        "FILE, or set OOTEST_LLM_API_KEY"
+    )
+
+
+@pytest.mark.parametrize("kind", ["file", "fifo", "empty"])
+def test_index_summarize_reads_the_key_from_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    from ootest.memory import BuildOptions, build_index
+    from tests.memory.trees import write_plain
+
+    tried("item 9")
+    for name in ("OOTEST_LLM_API_KEY", "OPENAI_API_KEY", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    db = tmp_path / "memory.db"
+    build_index(BuildOptions(roots=(write_plain(tmp_path),), db=db, torch_db=False, variants=False))
+    key = tmp_path / "key.txt"
+    if kind == "fifo":
+        os.mkfifo(key)
+    else:
+        key.write_text("" if kind == "empty" else "k3y-from-a-file\n")
+    answer = json.dumps({"choices": [{"message": {"content": "Checks a thing."}}]}).encode()
+    server = Loopback(200, {"Content-Type": "application/json"}, answer)
+    try:
+        rc, _, err = cli(capsys, "index", "summarize", "--db", str(db), "--endpoint",
+                           server.url + "/v1", "--model", "m", "--limit", "1",
+                           "--api-key-file", str(key))  # fmt: skip
+    finally:
+        server.close()
+    if kind == "file":
+        assert rc == 0, err
+        assert server.seen[0]["Authorization"] == "Bearer k3y-from-a-file"
+        return
+    assert rc == 2 and server.seen == []
+    found = "found a pipe or device" if kind == "fifo" else "the file is empty"
+    assert one_line(err) == (
+        f"ootest: error: --api-key-file {key}: expected a file holding the API key; {found}"
+    )
+
+
+def test_two_capture_lines_of_the_most_calls_add_up_to_an_integer(tmp_path: Path) -> None:
+    import sqlite3
+
+    tried("item 9")
+    line = json.dumps({**_OPS_LINE, "ops": {"aten::add.Tensor": 2**63 - 1}})
+    (tmp_path / "cap.jsonl").write_text(json.dumps(_PROV) + f"\n{line}\n{line}\n")
+    assert main(["ops", "ingest", str(tmp_path / "cap.jsonl"), "--db", str(tmp_path / "o.db")]) == 0
+    con = sqlite3.connect(tmp_path / "o.db")
+    rows = con.execute("SELECT calls, typeof(calls) FROM edge").fetchall()
+    con.close()
+    assert rows == [(2**63 - 1, "integer")]  # saturated, never a float
+
+
+_BAD_OPS = {
+    "ops": ({**_OPS_LINE, "ops": {"not an op!": 1}}, "ops", "not an op!"),
+    "dtypes": ({"kind": "dtypes", "variant_id": "a.py::T::t", "op": "bad op",
+                "dtypes": ["int64"]}, "op", "bad op"),
+    "stop": ({"kind": "stop", "variant_id": "a.py::T::t", "op": "bad op", "outcome": "failed"},
+             "op", "bad op"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(_BAD_OPS))
+def test_a_bad_op_name_in_a_capture_says_file_and_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    tried("item 9")
+    monkeypatch.chdir(tmp_path)
+    rec, field, name = _BAD_OPS[kind]
+    (tmp_path / "capture.jsonl").write_text(
+        "".join(json.dumps(x) + "\n" for x in (_PROV, _OPS_LINE, rec))
+    )
+    rc, _, err = cli(capsys, "ops", "ingest", "capture.jsonl", "--db", "ops.db")
+    assert rc == 2
+    assert one_line(err) == (
+        f"ootest: error: capture.jsonl:3: {field}: expected an op name such as "
+        f"'aten::add.Tensor', 'aten::add' or 'add'; found {name!r}"
+    )
+
+
 # ---------------------------------------------------------------- the count
 #: Inputs the whole suite tries (each section's cases; raise it with a new case).
 EXPECTED_INPUTS = 67

@@ -107,7 +107,15 @@ def add_parser(sub: Any) -> None:
     m = isub.add_parser("summarize", help="summarize tests through an OpenAI-compatible endpoint")
     m.add_argument("--endpoint", metavar="URL", help="base URL (env OOTEST_LLM_ENDPOINT)")
     m.add_argument("--model", metavar="NAME", help="model (env OOTEST_LLM_MODEL)")
-    m.add_argument("--api-key", metavar="KEY", help="API key (env OOTEST_LLM_API_KEY)")
+    m.add_argument(
+        "--api-key-file",
+        type=Path,
+        metavar="FILE",
+        help="read the API key from this file (else env OOTEST_LLM_API_KEY, OPENAI_API_KEY)",
+    )
+    # a key on the command line is seen by every user of the machine (ps) and kept
+    # in shell history: the old flag stays only to say so (issue 35 item 9)
+    m.add_argument("--api-key", metavar="KEY", help=argparse.SUPPRESS)
     m.add_argument("--limit", type=int, default=None, metavar="N", help="ask at most N prompts")
     _db_option(m)
     m.set_defaults(func=summarize)
@@ -330,9 +338,18 @@ def embed(args: argparse.Namespace) -> int:
 
 
 def summarize(args: argparse.Namespace) -> int:
+    from ootest.errors import UserError
+    from ootest.llm import key_from_file
     from ootest.memory import LLMSettings, summarize_tests
 
-    settings = LLMSettings.resolve(args.endpoint, args.model, args.api_key)
+    if args.api_key is not None:
+        raise UserError(
+            "--api-key: expected no key on the command line (every user of the machine sees "
+            "it, and the shell keeps it); put it in a file and pass --api-key-file FILE, or "
+            "set OOTEST_LLM_API_KEY"
+        )
+    key = key_from_file(args.api_key_file, "--api-key-file") if args.api_key_file else None
+    settings = LLMSettings.resolve(args.endpoint, args.model, key)
     rep = summarize_tests(args.db, settings, limit=args.limit)
     print(f"summarized {rep.asked:,} tests, {rep.cached:,} from the cache")
     return 0

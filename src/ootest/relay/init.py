@@ -26,6 +26,7 @@ from ootest import naming as names
 from ootest.atomic import write_atomic
 from ootest.errors import UserError
 from ootest.relay.limits import describe
+from ootest.relay.matrix import check_shards
 from ootest.version import ootest_version
 
 CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683  # v4.2.2"
@@ -576,6 +577,7 @@ def init(
 ) -> list[Path]:
     """The CRCR workflow, a starter config and the build scripts; with ``refresh``
     (a cron schedule) also the scheduled ``select refresh`` workflow."""
+    check_shards(shards)  # the value the workflow passes to `ootest relay matrix`
     if not names.is_device_name(device):  # the policy's rule (Note [Device names])
         raise UserError(
             f"--device: expected {names.DEVICE_NAME_RULE}, found {describe(device)}; "

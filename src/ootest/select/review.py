@@ -265,9 +265,13 @@ def _moved_from(config: Path) -> dict[str, str]:
     """New ID -> old ID of the variants an upgrade carried across a move (the
     sidecar's ``moved_from``, Note [Moves])."""
     out: dict[str, str] = {}
+    from ootest.errors import UserError
+    from ootest.select.refine import check_sidecar
+
     try:
+        check_sidecar(sidecar_path(config))  # never a read that blocks on a pipe
         lines = sidecar_path(config).read_text(encoding="utf-8").splitlines()
-    except OSError:
+    except (OSError, UserError):
         return out
     for line in lines:
         if '"moved_from"' not in line:
