@@ -1,10 +1,14 @@
 """The hostile-input suite (issue 28, items 8-16): files written only where asked,
 whole or not at all, and indexes that survive what a test tree, a capture, a list
-or a second writer throws at them.
+or a second writer throws at them; (issue 35) servers that answer with bombs or
+echo a key, tests that print secrets or workflow commands.
 
-Every input is small and bounded (each finishes in seconds, the suite in well under
-a minute); ``CASES`` counts the inputs tried and ``test_the_count_of_inputs``
-prints it (``-s``) and pins it, so a case cannot go missing quietly.
+Every input is small and bounded (each finishes in seconds, the suite in about a
+minute). Each test says what it tries, ``tried(SECTION, N)`` with N a literal or
+a name of this module; ``test_the_count_of_inputs`` adds those up from the
+source (times each test's parametrize cases), prints the sum (``-s``) and pins
+it, in every process, xdist workers included, so a case cannot go missing
+quietly. ``CASES`` counts what this process tried, for the print.
 """
 
 from __future__ import annotations
@@ -303,8 +307,8 @@ def test_index_build_into_a_read_only_db_or_folder_is_one_line(
     ro.mkdir()
     argv = ["index", "build", "--root", "t", "--static-only"]
     assert cli(capsys, *argv, "--db", "ro/m.db")[0] == 0
+    tried("read-only", 2)
     for db in ("ro/m.db", "ro/new.db"):  # an existing db, a new one
-        tried("read-only")
         (tmp_path / "t" / "test_b.py").write_text("def test_b(): pass\n")
         with readonly(ro):
             rc, _, err = cli(capsys, *argv, "--db", db)
@@ -363,7 +367,8 @@ def test_index_build_reads_only_regular_files_inside_the_roots(
     monkeypatch.chdir(tmp_path)
     t, expect = _hostile_tree(tmp_path)
     (t / "test_inside.py").symlink_to(t / "test_good.py")  # a symlink inside: read
-    tried("test trees", len(expect) + 1)
+    tried("test trees", 7)  # the six hostile files and a symlink inside the roots
+    assert len(expect) + 1 == 7
     rc, out, err = cli(capsys, "index", "build", "--root", "t", "--static-only", "--db", "m.db")
     assert rc == 0, err
     warned = {line.split(": ", 2)[1].rpartition("/")[2]: line for line in err.splitlines()
@@ -576,7 +581,7 @@ def test_concurrent_ops_merges_into_one_new_db_serialize(tmp_path: Path) -> None
         srcs.append(str(db))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     n = 4
-    tried("concurrency", n)
+    tried("concurrency", 4)
     procs = [subprocess.Popen([sys.executable, "-m", "ootest.cli", "ops", "merge", *srcs, "--db",
                                "m.db"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE) for _ in range(n)]  # fmt: skip
@@ -1402,21 +1407,45 @@ def test_a_bad_op_name_in_a_capture_says_file_and_line(
 
 # ---------------------------------------------------------------- the count
 #: Inputs the whole suite tries (each section's cases; raise it with a new case).
-EXPECTED_INPUTS = 67
+EXPECTED_INPUTS = 108  # 67 of issue 28 + 41 of issue 35 items 1-4, 9
 
 
-def test_the_count_of_inputs(request: pytest.FixtureRequest) -> None:
-    """Runs last (file order): prints how many hostile inputs were tried, and pins
-    the number when the whole suite ran in this process (under xdist each worker
-    tries its share: printed, not pinned; ``pytest tests/test_hostile_inputs.py``
-    pins it)."""
-    total = sum(CASES.values())
-    parts = ", ".join(f"{k} {v}" for k, v in sorted(CASES.items()))
+def declared_inputs() -> dict[str, int]:
+    """Section -> the inputs this module's tests declare, read from the source:
+    each test's ``tried(SECTION, N)`` calls times the cases of its parametrize
+    marks. Known without running a test, so any process (an xdist worker with
+    its share, a ``-k`` subset) checks the whole suite against the pin."""
+    import ast
+
+    out: dict[str, int] = {}
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test_"):
+            continue
+        if node.name == "test_the_count_of_inputs":
+            continue
+        calls = [c for c in ast.walk(node) if isinstance(c, ast.Call)
+                 and isinstance(c.func, ast.Name) and c.func.id == "tried"]  # fmt: skip
+        assert calls, f"{node.name}: a hostile test says what it tries: tried(SECTION, N)"
+        cases = 1
+        for mark in getattr(globals()[node.name], "pytestmark", []):
+            if mark.name == "parametrize":
+                cases *= len(mark.args[1])
+        for call in calls:  # literals, or names of this module (len(_WRAPPED))
+            args = [ast.unparse(a) for a in call.args] + ["1"]
+            section, n = (eval(a, globals()) for a in args[:2])
+            out[section] = out.get(section, 0) + int(n) * cases
+    return out
+
+
+def test_the_count_of_inputs() -> None:
+    """The inputs every test declares add up to the pinned number, whichever tests
+    this process runs (under xdist too: a dropped case or test changes the sum
+    in every worker); prints them, and, when tests ran here, how many did."""
+    declared = declared_inputs()
+    total = sum(declared.values())
+    parts = ", ".join(f"{k} {v}" for k, v in sorted(declared.items()))
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    print(f"\nhostile inputs tried{f' by {worker}' if worker else ''}: {total} ({parts})")
-    ran = {getattr(i, "originalname", i.name) for i in request.session.items}
-    if ran >= _ALL_TESTS and not worker:  # the whole suite, not a -k subset or a share
-        assert total == EXPECTED_INPUTS, parts
-
-
-_ALL_TESTS = {n for n in dict(globals()) if n.startswith("test_")}
+    ran = sum(CASES.values())
+    print(f"\nhostile inputs: {total} ({parts}); tried{f' by {worker}' if worker else ''}: {ran}")
+    assert total == EXPECTED_INPUTS, parts
