@@ -118,7 +118,8 @@ def _transport_class() -> Callable[[httpx.BaseTransport, int], httpx.BaseTranspo
         def handle_request(self, request: httpx.Request) -> httpx.Response:
             request.headers["Accept-Encoding"] = "identity"
             resp = self.inner.handle_request(request)
-            what = f"{request.url.scheme}://{request.url.host}{request.url.path}"
+            u = request.url  # no user info, no query: an error line may be public
+            what = f"{u.scheme}://{u.host}{f':{u.port}' if u.port else ''}{u.path}"
             encoding = resp.headers.get("Content-Encoding")
             headers = [
                 (k, v)
