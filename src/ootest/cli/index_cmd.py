@@ -265,7 +265,7 @@ def query(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from ootest.untrusted import console as untrusted_console
-    from ootest.untrusted import for_terminal
+    from ootest.untrusted import for_terminal, hide_env_secrets
 
     table = Table("#", "kind", "match", "found by", "text", box=None)
     for i, h in enumerate(hits, start=1):  # Text: IDs hold [brackets] rich would eat
@@ -274,7 +274,7 @@ def query(args: argparse.Namespace) -> int:
             h.kind,
             Text(for_terminal(h.key)),
             Text(", ".join(h.found_by)),
-            Text(for_terminal(h.snippet[:80])),
+            Text(for_terminal(hide_env_secrets(h.snippet)[:80])),
         )
     untrusted_console(width=200 if not sys.stdout.isatty() else None).print(table)
     return 0

@@ -331,6 +331,7 @@ def _changes(
 def print_review(r: Review) -> None:
     from ootest.untrusted import console as untrusted_console
     from ootest.untrusted import for_rich as escape  # Note [Untrusted text]
+    from ootest.untrusted import hide_env_secrets  # before the cut
 
     console = untrusted_console(min_width=120)
     modes = ", ".join(f"{r.modes[m]} {m}" for m in MODES if r.modes[m])
@@ -358,7 +359,7 @@ def print_review(r: Review) -> None:
             why = c.why.most_common(1)
             console.print(
                 f"  {c.count:6d}  {c.kind}: {escape(c.label)}"
-                + (f"  [dim]{escape(why[0][0][:120])}[/dim]" if why else "")
+                + (f"  [dim]{escape(hide_env_secrets(why[0][0])[:120])}[/dim]" if why else "")
             )
 
 
