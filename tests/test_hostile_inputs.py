@@ -1198,6 +1198,27 @@ def test_select_review_starts_no_line_with_evidence(
     _no_line_starts_with_test_text(out + err)
 
 
+def test_a_progress_display_on_a_terminal_still_ends(tmp_path: Path) -> None:
+    """The guarded console under a rich progress display, on a terminal: the
+    display points sys.stderr at the console, which must not write back to it."""
+    import pty
+
+    tried("wrapping")
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "test_a.py").write_text("def test_a(): pass\n")
+    leader, follower = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    try:
+        r = subprocess.run([sys.executable, "-m", "ootest.cli", "index", "build", "--root", "t",
+                            "--static-only", "--db", "m.db"], cwd=tmp_path, env=env,
+                           stdin=follower, stdout=follower, stderr=follower,
+                           timeout=60)  # fmt: skip
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert r.returncode == 0
+
+
 def test_no_console_line_starts_with_a_workflow_command() -> None:
     from rich.table import Table
 
@@ -1407,7 +1428,7 @@ def test_a_bad_op_name_in_a_capture_says_file_and_line(
 
 # ---------------------------------------------------------------- the count
 #: Inputs the whole suite tries (each section's cases; raise it with a new case).
-EXPECTED_INPUTS = 108  # 67 of issue 28 + 41 of issue 35 items 1-4, 9
+EXPECTED_INPUTS = 109  # 67 of issue 28 + 42 of issue 35 items 1-4, 9
 
 
 def declared_inputs() -> dict[str, int]:

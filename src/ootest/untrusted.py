@@ -196,16 +196,18 @@ def for_rich(text: object) -> str:
 
 
 class _NoCommands(io.TextIOBase):
-    """``sys.stdout`` (or ``sys.stderr``, looked up at each write) where no line
+    """``sys.stdout`` (or ``sys.stderr``) as it was when made, where no line
     starts with ``::`` (after blanks): a GitHub Actions workflow command. The
-    first ``::`` of such a line is written ``: :`` (Note [Untrusted text])."""
+    first ``::`` of such a line is written ``: :`` (Note [Untrusted text]).
+    Not looked up at each write: a rich progress display points ``sys.stdout``
+    and ``sys.stderr`` at its console, which writes here (a loop that hung)."""
 
     def __init__(self, stderr: bool) -> None:
-        self._stderr = stderr
+        self._out = sys.stderr if stderr else sys.stdout
         self._head: str | None = ""  # the current line so far while only blanks and colons
 
     def _stream(self) -> Any:
-        return sys.stderr if self._stderr else sys.stdout
+        return self._out
 
     def write(self, text: str) -> int:
         out = []
