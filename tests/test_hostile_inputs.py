@@ -1,10 +1,14 @@
 """The hostile-input suite (issue 28, items 8-16): files written only where asked,
 whole or not at all, and indexes that survive what a test tree, a capture, a list
-or a second writer throws at them.
+or a second writer throws at them; (issue 35) servers that answer with bombs or
+echo a key, tests that print secrets or workflow commands.
 
-Every input is small and bounded (each finishes in seconds, the suite in well under
-a minute); ``CASES`` counts the inputs tried and ``test_the_count_of_inputs``
-prints it (``-s``) and pins it, so a case cannot go missing quietly.
+Every input is small and bounded (each finishes in seconds, the suite in about a
+minute). Each test says what it tries, ``tried(SECTION, N)`` with N a literal or
+a name of this module; ``test_the_count_of_inputs`` adds those up from the
+source (times each test's parametrize cases), prints the sum (``-s``) and pins
+it, in every process, xdist workers included, so a case cannot go missing
+quietly. ``CASES`` counts what this process tried, for the print.
 """
 
 from __future__ import annotations
@@ -303,8 +307,8 @@ def test_index_build_into_a_read_only_db_or_folder_is_one_line(
     ro.mkdir()
     argv = ["index", "build", "--root", "t", "--static-only"]
     assert cli(capsys, *argv, "--db", "ro/m.db")[0] == 0
+    tried("read-only", 2)
     for db in ("ro/m.db", "ro/new.db"):  # an existing db, a new one
-        tried("read-only")
         (tmp_path / "t" / "test_b.py").write_text("def test_b(): pass\n")
         with readonly(ro):
             rc, _, err = cli(capsys, *argv, "--db", db)
@@ -363,7 +367,8 @@ def test_index_build_reads_only_regular_files_inside_the_roots(
     monkeypatch.chdir(tmp_path)
     t, expect = _hostile_tree(tmp_path)
     (t / "test_inside.py").symlink_to(t / "test_good.py")  # a symlink inside: read
-    tried("test trees", len(expect) + 1)
+    tried("test trees", 7)  # the six hostile files and a symlink inside the roots
+    assert len(expect) + 1 == 7
     rc, out, err = cli(capsys, "index", "build", "--root", "t", "--static-only", "--db", "m.db")
     assert rc == 0, err
     warned = {line.split(": ", 2)[1].rpartition("/")[2]: line for line in err.splitlines()
@@ -576,7 +581,7 @@ def test_concurrent_ops_merges_into_one_new_db_serialize(tmp_path: Path) -> None
         srcs.append(str(db))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     n = 4
-    tried("concurrency", n)
+    tried("concurrency", 4)
     procs = [subprocess.Popen([sys.executable, "-m", "ootest.cli", "ops", "merge", *srcs, "--db",
                                "m.db"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE) for _ in range(n)]  # fmt: skip
@@ -843,23 +848,625 @@ def test_model_record_keeps_the_calls_of_a_script_that_dies(tmp_path: Path, deat
     assert by_name["torch.Tensor.mul"]["count"] >= 4  # counts as of the last snapshot
 
 
+# ---------------------------------------------------------------- issue 35 items 1-4, 9
+class Loopback:
+    """An HTTP server on 127.0.0.1 that gives every request one fixed answer
+    (status, headers, body), and keeps the headers it was sent."""
+
+    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        seen = self.seen = []  # type: list[dict[str, str]]
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                seen.append(dict(self.headers))
+                n = min(int(self.headers.get("Content-Length") or 0), 1 << 20)
+                self.rfile.read(n)
+                try:
+                    self.send_response(status)
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:
+                    pass  # the client gave up, as it should
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _gzip(data: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+# 64 MiB of zeros: what the old code decoded in one piece (a real bomb is larger,
+# but this one is enough to tell a bounded reader from an unbounded one here)
+_INNER = 64 << 20
+_BOMBS = {
+    "gzip": ("gzip", lambda: _gzip(bytes(_INNER))),
+    "gzip, gzip": ("gzip, gzip", lambda: _gzip(_gzip(bytes(_INNER)))),
+}
+_PEAK = 8 << 20  # what "a few MB" means here: the answers may hold 1 MiB
+
+
+def _peak(call: Any) -> tuple[int, Any]:
+    """(peak bytes Python allocated while ``call`` ran, what it returned)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        out = call()
+        return tracemalloc.get_traced_memory()[1], out
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.fixture(scope="module")
+def bombs() -> dict[str, bytes]:
+    return {name: make() for name, (_, make) in _BOMBS.items()}
+
+
+@pytest.mark.parametrize("bomb", sorted(_BOMBS))
+def test_a_gzip_bomb_from_the_judge_endpoint_is_cut_at_its_bound(
+    bombs: dict[str, bytes], tmp_path: Path, bomb: str
+) -> None:
+    from ootest.llm import LLMSettings
+    from ootest.select.judge import AnswerCache, Case, judge
+
+    tried("answers")
+    server = Loopback(200, {"Content-Encoding": _BOMBS[bomb][0]}, bombs[bomb])
+    try:
+        case = Case("test/test_a.py::T::test_x", ("float32",), (), None, None, None, "open")
+        settings = LLMSettings(server.url + "/v1", "tiny", "k3y-of-the-judge", timeout=20)
+        peak, (verdicts, _) = _peak(
+            lambda: judge([case], set(), settings, AnswerCache(tmp_path / "cache"))
+        )
+    finally:
+        server.close()
+    why = verdicts[case.variant_id].record["rejected"]
+    assert "the response is larger than 262144 bytes" in why, why
+    assert server.seen[0]["Accept-Encoding"] == "identity"
+    assert peak < _PEAK, f"peak {peak:,} bytes"
+
+
+@pytest.mark.parametrize("bomb", sorted(_BOMBS))
+def test_a_gzip_bomb_from_the_summaries_endpoint_is_one_line(
+    bombs: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str], bomb: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from ootest.memory import BuildOptions, build_index
+    from tests.memory.trees import write_plain
+
+    tried("answers")
+    db = tmp_path / "memory.db"
+    build_index(BuildOptions(roots=(write_plain(tmp_path),), db=db, torch_db=False, variants=False))
+    for name in ("OOTEST_LLM_API_KEY", "OPENAI_API_KEY", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    server = Loopback(200, {"Content-Encoding": _BOMBS[bomb][0]}, bombs[bomb])
+    try:
+        argv = ["index", "summarize", "--db", str(db), "--endpoint", server.url + "/v1",
+                "--model", "tiny", "--limit", "1"]  # fmt: skip
+        peak, rc = _peak(lambda: main(argv))
+    finally:
+        server.close()
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert one_line(err) == (
+        f"ootest: error: {server.url}/v1/chat/completions: the response is larger than "
+        "1048576 bytes"
+    )
+    assert peak < _PEAK, f"peak {peak:,} bytes"
+
+
+_JOB_ENV = {"GITHUB_RUN_ID": "7", "GITHUB_REPOSITORY": "o/r", "GITHUB_JOB": "j",
+            "OOTEST_RELAY_TOKEN": "relay-t0ken-value"}  # fmt: skip
+
+
+@pytest.mark.parametrize("bomb", sorted(_BOMBS))
+@pytest.mark.parametrize("where", ["relay", "oidc"])
+def test_a_gzip_bomb_from_the_relay_or_the_token_service_is_one_line(
+    bombs: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str], bomb: str,
+    where: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    tried("answers")
+    monkeypatch.chdir(tmp_path)
+    for k, v in _JOB_ENV.items():
+        monkeypatch.setenv(k, v)
+    status = 400 if where == "relay" else 200
+    server = Loopback(status, {"Content-Encoding": _BOMBS[bomb][0]}, bombs[bomb])
+    if where == "oidc":
+        monkeypatch.delenv("OOTEST_RELAY_TOKEN")
+        monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_URL", server.url + "/token")
+        monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "req-t0ken-value")
+    try:
+        argv = ["relay", "report", "--relay-url", server.url, "--nightly", "a" * 40,
+                "--status", "completed", "--conclusion", "success", "--attempts", "1",
+                "--state-dir", str(tmp_path / "state")]  # fmt: skip
+        peak, rc = _peak(lambda: main(argv))
+    finally:
+        server.close()
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    path = "/github/callback" if where == "relay" else "/token"
+    assert "Traceback" not in err, err
+    assert err.splitlines()[-1] == (
+        f"ootest relay: {server.url}{path}: the response is larger than 1048576 bytes"
+    )
+    assert peak < _PEAK, f"peak {peak:,} bytes"
+
+
+_KEY = "k3y/of+the=judge/0123456789"  # looks like no known credential: only its value tells
+_ECHOES = {  # name -> (status, body): how a server may give the key back
+    "json_escaped_slash": (401, b'{"error": "who is ' + _KEY.replace("/", "\\/").encode() + b'?"}'),
+    "url_encoded": (401, b"see https://llm.test/keys?u=k3y%2fof%2Bthe%3Djudge%2F0123456789"),
+    "straddles_300": (401, b"x" * 295 + _KEY.encode()),
+    "straddles_200": (200, b"y" * 195 + _KEY.encode()),
+}
+
+
+@pytest.mark.parametrize("echo", sorted(_ECHOES))
+def test_the_judge_key_echoed_in_any_form_is_not_stored(tmp_path: Path, echo: str) -> None:
+    from ootest.llm import LLMSettings
+    from ootest.select.judge import AnswerCache, Case, judge
+
+    tried("secrets")
+    status, body = _ECHOES[echo]
+    server = Loopback(status, {"Content-Type": "application/json"}, body)
+    try:
+        case = Case("test/test_a.py::T::test_x", ("float32",), (), None, None, None, "open")
+        settings = LLMSettings(server.url + "/v1", "tiny", _KEY, timeout=20)
+        verdicts, _ = judge([case], set(), settings, AnswerCache(tmp_path / "cache"))
+    finally:
+        server.close()
+    why = verdicts[case.variant_id].record["rejected"]  # what the sidecar gets
+    assert "[reda" in why, why
+    for part in (_KEY[:5], "k3y\\/of", "k3y%2f"):
+        assert part not in why, why
+
+
+@pytest.mark.parametrize("cut", [190, 195, 199])
+def test_a_relay_token_straddling_the_cut_is_not_printed(cut: int) -> None:
+    from ootest.relay.report import remote_text
+
+    tried("secrets")
+    token = "relay/t0ken+value=0123456789"
+    got = remote_text("z" * cut + token.replace("/", "\\/"), secrets=(token,))
+    assert "relay" not in got and got.endswith("z[redacted]"[: 200 - cut + 1]), got
+
+
+_LEAKY = """\
+import os
+
+NAMES = ("OOTEST_JUDGE_API_KEY", "OOTEST_RELAY_TOKEN", "GH_TOKEN", "GITHUB_TOKEN")
+
+
+def test_no_secret_in_my_environment():
+    assert [k for k in NAMES if k in os.environ] == []
+
+
+def _found_elsewhere():
+    pid = os.getppid()  # an ancestor's environment is readable: the token is there
+    while pid > 1:
+        for x in open(f"/proc/{pid}/environ", "rb").read().split(b"\\0"):
+            if x.startswith(b"OOTEST_RELAY_TOKEN="):
+                return x.split(b"=", 1)[1].decode()
+        pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    return "none found"
+
+
+def test_a_secret_found_elsewhere_is_printed():
+    tok = _found_elsewhere()
+    print("the token:", tok)
+    assert False, "the token is " + tok
+"""
+_SECRETS = {"OOTEST_RELAY_TOKEN": "relay-t0ken-0123456789", "GH_TOKEN": "gh-t0ken-0123456789",
+            "OOTEST_JUDGE_API_KEY": "judge-k3y-0123456789",
+            "GITHUB_TOKEN": "ghs_gh1thub0token0123456789"}  # fmt: skip
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_run_hands_no_secret_to_its_tests_and_writes_none(tmp_path: Path) -> None:
+    from tests.conftest import ootest
+
+    tried("secrets")
+    (tmp_path / "test_leak.py").write_text(_LEAKY)
+    (tmp_path / "cfg.yaml").write_text(
+        "test_suite_config:\n  files:\n    - path: ./test_leak.py\n"
+        "      unlisted_test_mode: mandatory_success\n"
+    )
+    r = ootest("run", "cfg.yaml", cwd=tmp_path, env=_SECRETS)
+    assert r.returncode == 1, r.stdout + r.stderr
+    outs = [r.stdout + r.stderr]
+    for fmt in ("table", "summary", "html"):
+        got = ootest("report", ".ootest/results.jsonl", "--format", fmt, cwd=tmp_path, env=_SECRETS)
+        assert got.returncode == 0, got.stderr
+        outs.append(got.stdout)
+    written = {p.name: p.read_text(errors="replace") for p in (tmp_path / ".ootest").iterdir()
+               if p.is_file()}  # fmt: skip
+    recs = [json.loads(x) for x in written["results.jsonl"].splitlines()]
+    by = {r["nodeid"].rsplit("::", 1)[-1]: r for r in recs if r.get("kind") == "result"}
+    assert by["test_no_secret_in_my_environment"]["outcome"] == "passed"
+    assert "the token is [redacted]" in by["test_a_secret_found_elsewhere_is_printed"]["message"]
+    assert "the token: [redacted]" in written["pytest.log"]
+    assert set(written) >= {"results.jsonl", "pytest.log", "report.html", "junit.xml"}
+    for name, text in [*written.items(), *(("output", o) for o in outs)]:
+        assert "t0ken-0123" not in text and "k3y-0123" not in text, name
+
+
+def test_the_pull_request_body_keeps_no_secret_of_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ootest.select.refresh import pr_body
+
+    tried("secrets")
+    for k, v in _SECRETS.items():
+        monkeypatch.setenv(k, v)
+    tok = _SECRETS["OOTEST_RELAY_TOKEN"]
+    before = "test_suite_config:\n  files: []\n"
+    after = f"test_suite_config:\n  files: []  # reason: {tok}\n"
+    body = pr_body("suite.yaml", before, after, {"memory_diff": f"saw {tok}"}, [])
+    assert tok not in body and "[redacted]" in body
+
+
+_PWN = "::error::pwned_" + "z" * 20
+_WRAPPED = {  # a failure message rich wrapped at a space in a log with no TTY
+    "after_40": "x" * 40 + " " + _PWN,
+    "after_100": "y" * 100 + " " + _PWN,
+    "after_blanks": "w" * 60 + "    " + _PWN,
+}
+
+
+def _no_line_starts_with_test_text(out: str) -> None:
+    for line in out.splitlines():
+        assert not line.lstrip().startswith("::"), line
+        assert not line.lstrip().startswith(("xxxx", "yyyy", "wwww", "zzzz")), line
+
+
+def _failed_results(folder: Path) -> Path:
+    recs = [{"kind": "result", "variant_id": f"test_w.py::test_{n}",
+             "nodeid": f"test_w.py::test_{n}", "file": "test_w.py", "outcome": "failed",
+             "phase": "call", "message": "AssertionError: " + msg}
+            for n, msg in sorted(_WRAPPED.items())]  # fmt: skip
+    path = folder / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+def test_a_report_table_starts_no_line_with_a_failure_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tried("wrapping", len(_WRAPPED))
+    rc, out, _ = cli(capsys, "report", str(_failed_results(tmp_path)), "--format", "table")
+    assert rc == 0 and _PWN in out
+    _no_line_starts_with_test_text(out)
+
+
+def test_a_run_prints_no_line_that_starts_with_a_failure_message(tmp_path: Path) -> None:
+    from tests.conftest import ootest
+
+    tried("wrapping")
+    (tmp_path / "test_w.py").write_text(
+        "".join(
+            f"def test_{n}():\n    raise AssertionError({m!r})\n\n" for n, m in _WRAPPED.items()
+        )
+    )
+    (tmp_path / "cfg.yaml").write_text(
+        "test_suite_config:\n  files:\n    - path: ./test_w.py\n"
+        "      unlisted_test_mode: mandatory_success\n"
+    )
+    r = ootest("run", "cfg.yaml", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.count(_PWN) >= 3
+    _no_line_starts_with_test_text(r.stdout + r.stderr)
+
+
+def test_select_review_starts_no_line_with_evidence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tried("wrapping")
+    monkeypatch.chdir(tmp_path)
+    vid = "test/test_w.py::TestW::test_w"
+    row = {
+        "decision": {"variant_id": vid, "mode": "skip", "reason": "op_unsupported:" + "x" * 90
+                     + " " + _PWN, "evidence": [_WRAPPED["after_100"]], "source": "rules"},
+        "evidence": {"variant_id": vid, "dtypes": [], "ops": [], "missing_ops": [],
+                     "missing_dtypes": [], "cpu": None, "reference": None, "observed": []},
+        "fingerprint": "",
+    }  # fmt: skip
+    (tmp_path / "s.yaml").write_text("test_suite_config:\n  files: []\n")
+    (tmp_path / "s.evidence.jsonl").write_text(json.dumps(row) + "\n")
+    rc, out, err = cli(capsys, "select", "review", "s.yaml")
+    assert rc == 0, err
+    assert "pwned_" in out
+    _no_line_starts_with_test_text(out + err)
+
+
+def test_a_progress_display_on_a_terminal_still_ends(tmp_path: Path) -> None:
+    """The guarded console under a rich progress display, on a terminal: the
+    display points sys.stderr at the console, which must not write back to it."""
+    import pty
+
+    tried("wrapping")
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "test_a.py").write_text("def test_a(): pass\n")
+    leader, follower = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    try:
+        r = subprocess.run([sys.executable, "-m", "ootest.cli", "index", "build", "--root", "t",
+                            "--static-only", "--db", "m.db"], cwd=tmp_path, env=env,
+                           stdin=follower, stdout=follower, stderr=follower,
+                           timeout=60)  # fmt: skip
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert r.returncode == 0
+
+
+def test_no_console_line_starts_with_a_workflow_command() -> None:
+    from rich.table import Table
+
+    from ootest.untrusted import console, for_rich
+
+    tried("wrapping")
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        c = console(width=40)
+        t = Table(title=for_rich("x" * 30 + " " + _PWN), box=None, show_header=False)
+        t.add_column("a")
+        t.add_row(for_rich(_PWN))
+        c.print(t)
+        c.print(":", end="")
+        c.print(for_rich(":warning::split over two writes"))
+    out = buf.getvalue()
+    assert "pwned_" in out and "warning" in out
+    # a borderless table's cells and a wrapped title may start a line: never a command
+    assert [x for x in out.splitlines() if x.lstrip().startswith("::")] == [], out
+
+
+def test_the_probe_error_repeats_no_secret_of_the_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ootest.errors import UserError
+    from ootest.select.scope import detect
+
+    tried("item 9")
+    (tmp_path / "leaky_backend.py").write_text(
+        "import os\nraise RuntimeError('login failed for ' + os.environ.get('LEAK', '?') + "
+        "' ghp_abcdefghijklmnop1234')\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("LEAK", "relay-t0ken-0123456789")  # the token, found elsewhere
+    monkeypatch.setenv("OOTEST_RELAY_TOKEN", "relay-t0ken-0123456789")
+    with pytest.raises(UserError) as e:
+        detect("leaky_backend:foo", timeout=300)
+    msg = str(e.value)
+    assert "RuntimeError: login failed for [redacted] [redacted]" in msg, msg
+    assert "t0ken" not in msg and "ghp_" not in msg
+
+
+@pytest.mark.parametrize("argv", [["select", "refine", "s.yaml", "--results", "r.jsonl"],
+                                  ["select", "audit", "s.yaml", "--sample", "2"],
+                                  ["select", "review", "s.yaml"]])  # fmt: skip
+def test_an_evidence_sidecar_that_is_a_pipe_is_named_not_waited_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+) -> None:  # fmt: skip
+    tried("item 9")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text("test_suite_config:\n  files: []\n")
+    (tmp_path / "r.jsonl").write_text("")
+    os.mkfifo(tmp_path / "s.evidence.jsonl")
+    rc, _, err = cli(capsys, *argv)
+    assert rc == 2
+    assert one_line(err) == (
+        "ootest: error: s.evidence.jsonl: expected the evidence file 'ootest select run' wrote "
+        "next to the config (a regular file); found a pipe, device or socket"
+    )
+
+
+@pytest.mark.parametrize("shards", ["-1", "0", "257"])
+def test_init_refuses_a_shards_value_the_matrix_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shards: str
+) -> None:
+    from ootest.relay.matrix import MAX_JOBS
+
+    tried("item 9")
+    rc, _, err = cli(capsys, "init", "--dir", str(tmp_path), "--device", "foo", "--shards", shards)
+    assert rc == 2
+    assert one_line(err) == (
+        f"ootest: error: --shards: expected a number from 1 to {MAX_JOBS} (GitHub runs at most "
+        f"{MAX_JOBS} jobs of one matrix), found {shards}; pass e.g. 1"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_init_writes_the_largest_shards_value_the_matrix_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ootest.relay.matrix import MAX_JOBS, combination_matrix
+
+    tried("item 9")
+    rc, _, err = cli(capsys, "init", "--dir", str(tmp_path), "--device", "foo", "--shards",
+                     str(MAX_JOBS))  # fmt: skip
+    assert rc == 0, err
+    workflow = next((tmp_path / ".github" / "workflows").glob("*.yml")).read_text()
+    assert f"--shards {MAX_JOBS}" in workflow
+    assert len(combination_matrix("a" * 40, ["ootest.yaml"], shards=MAX_JOBS)["include"]) == 256
+
+
+@pytest.mark.parametrize("fmt", ["coverage", "table"])
+def test_report_writes_every_format_to_o(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    tried("item 9")
+    monkeypatch.chdir(tmp_path)
+    vid = "a.py::T::t"
+    (tmp_path / "cap.jsonl").write_text(
+        json.dumps(_PROV) + "\n" + json.dumps({**_OPS_LINE, "variant_id": vid}) + "\n"
+    )
+    assert cli(capsys, "ops", "ingest", "cap.jsonl", "--db", "ops.db")[0] == 0
+    (tmp_path / "r.jsonl").write_text(json.dumps(
+        {"kind": "result", "variant_id": vid, "nodeid": vid, "file": "a.py", "outcome": "passed",
+         "phase": "call", "op": "aten::add.Tensor"}) + "\n")  # fmt: skip
+    rc, out, err = cli(capsys, "report", "r.jsonl", "--format", fmt, "--ops", "ops.db",
+                       "-o", "out.txt")  # fmt: skip
+    assert rc == 0, err
+    assert out == ""
+    written = (tmp_path / "out.txt").read_text()
+    assert ("aten::add.Tensor" if fmt == "coverage" else "ootest summary") in written
+    assert "\x1b[" not in written  # plain text, no terminal colours
+
+
+def test_index_summarize_takes_no_key_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tried("item 9")
+    for name in ("OOTEST_LLM_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    rc, _, err = cli(capsys, "index", "summarize", "--db", str(tmp_path / "m.db"), "--endpoint",
+                     "http://127.0.0.1:9/v1", "--model", "m", "--api-key", "sk-x")  # fmt: skip
+    assert rc == 2
+    assert one_line(err) == (
+        "ootest: error: --api-key: expected no key on the command line (every user of the "
+        "machine sees it, and the shell keeps it); put it in a file and pass --api-key-file "
+        "FILE, or set OOTEST_LLM_API_KEY"
+    )
+
+
+@pytest.mark.parametrize("kind", ["file", "fifo", "empty"])
+def test_index_summarize_reads_the_key_from_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    from ootest.memory import BuildOptions, build_index
+    from tests.memory.trees import write_plain
+
+    tried("item 9")
+    for name in ("OOTEST_LLM_API_KEY", "OPENAI_API_KEY", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    db = tmp_path / "memory.db"
+    build_index(BuildOptions(roots=(write_plain(tmp_path),), db=db, torch_db=False, variants=False))
+    key = tmp_path / "key.txt"
+    if kind == "fifo":
+        os.mkfifo(key)
+    else:
+        key.write_text("" if kind == "empty" else "k3y-from-a-file\n")
+    answer = json.dumps({"choices": [{"message": {"content": "Checks a thing."}}]}).encode()
+    server = Loopback(200, {"Content-Type": "application/json"}, answer)
+    try:
+        rc, _, err = cli(capsys, "index", "summarize", "--db", str(db), "--endpoint",
+                           server.url + "/v1", "--model", "m", "--limit", "1",
+                           "--api-key-file", str(key))  # fmt: skip
+    finally:
+        server.close()
+    if kind == "file":
+        assert rc == 0, err
+        assert server.seen[0]["Authorization"] == "Bearer k3y-from-a-file"
+        return
+    assert rc == 2 and server.seen == []
+    found = "found a pipe or device" if kind == "fifo" else "the file is empty"
+    assert one_line(err) == (
+        f"ootest: error: --api-key-file {key}: expected a file holding the API key; {found}"
+    )
+
+
+def test_two_capture_lines_of_the_most_calls_add_up_to_an_integer(tmp_path: Path) -> None:
+    import sqlite3
+
+    tried("item 9")
+    line = json.dumps({**_OPS_LINE, "ops": {"aten::add.Tensor": 2**63 - 1}})
+    (tmp_path / "cap.jsonl").write_text(json.dumps(_PROV) + f"\n{line}\n{line}\n")
+    assert main(["ops", "ingest", str(tmp_path / "cap.jsonl"), "--db", str(tmp_path / "o.db")]) == 0
+    con = sqlite3.connect(tmp_path / "o.db")
+    rows = con.execute("SELECT calls, typeof(calls) FROM edge").fetchall()
+    con.close()
+    assert rows == [(2**63 - 1, "integer")]  # saturated, never a float
+
+
+_BAD_OPS = {
+    "ops": ({**_OPS_LINE, "ops": {"not an op!": 1}}, "ops", "not an op!"),
+    "dtypes": ({"kind": "dtypes", "variant_id": "a.py::T::t", "op": "bad op",
+                "dtypes": ["int64"]}, "op", "bad op"),
+    "stop": ({"kind": "stop", "variant_id": "a.py::T::t", "op": "bad op", "outcome": "failed"},
+             "op", "bad op"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(_BAD_OPS))
+def test_a_bad_op_name_in_a_capture_says_file_and_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    tried("item 9")
+    monkeypatch.chdir(tmp_path)
+    rec, field, name = _BAD_OPS[kind]
+    (tmp_path / "capture.jsonl").write_text(
+        "".join(json.dumps(x) + "\n" for x in (_PROV, _OPS_LINE, rec))
+    )
+    rc, _, err = cli(capsys, "ops", "ingest", "capture.jsonl", "--db", "ops.db")
+    assert rc == 2
+    assert one_line(err) == (
+        f"ootest: error: capture.jsonl:3: {field}: expected an op name such as "
+        f"'aten::add.Tensor', 'aten::add' or 'add'; found {name!r}"
+    )
+
+
 # ---------------------------------------------------------------- the count
 #: Inputs the whole suite tries (each section's cases; raise it with a new case).
-EXPECTED_INPUTS = 67
+EXPECTED_INPUTS = 109  # 67 of issue 28 + 42 of issue 35 items 1-4, 9
 
 
-def test_the_count_of_inputs(request: pytest.FixtureRequest) -> None:
-    """Runs last (file order): prints how many hostile inputs were tried, and pins
-    the number when the whole suite ran in this process (under xdist each worker
-    tries its share: printed, not pinned; ``pytest tests/test_hostile_inputs.py``
-    pins it)."""
-    total = sum(CASES.values())
-    parts = ", ".join(f"{k} {v}" for k, v in sorted(CASES.items()))
+def declared_inputs() -> dict[str, int]:
+    """Section -> the inputs this module's tests declare, read from the source:
+    each test's ``tried(SECTION, N)`` calls times the cases of its parametrize
+    marks. Known without running a test, so any process (an xdist worker with
+    its share, a ``-k`` subset) checks the whole suite against the pin."""
+    import ast
+
+    out: dict[str, int] = {}
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test_"):
+            continue
+        if node.name == "test_the_count_of_inputs":
+            continue
+        calls = [c for c in ast.walk(node) if isinstance(c, ast.Call)
+                 and isinstance(c.func, ast.Name) and c.func.id == "tried"]  # fmt: skip
+        assert calls, f"{node.name}: a hostile test says what it tries: tried(SECTION, N)"
+        cases = 1
+        for mark in getattr(globals()[node.name], "pytestmark", []):
+            if mark.name == "parametrize":
+                cases *= len(mark.args[1])
+        for call in calls:  # literals, or names of this module (len(_WRAPPED))
+            args = [ast.unparse(a) for a in call.args] + ["1"]
+            section, n = (eval(a, globals()) for a in args[:2])
+            out[section] = out.get(section, 0) + int(n) * cases
+    return out
+
+
+def test_the_count_of_inputs() -> None:
+    """The inputs every test declares add up to the pinned number, whichever tests
+    this process runs (under xdist too: a dropped case or test changes the sum
+    in every worker); prints them, and, when tests ran here, how many did."""
+    declared = declared_inputs()
+    total = sum(declared.values())
+    parts = ", ".join(f"{k} {v}" for k, v in sorted(declared.items()))
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    print(f"\nhostile inputs tried{f' by {worker}' if worker else ''}: {total} ({parts})")
-    ran = {getattr(i, "originalname", i.name) for i in request.session.items}
-    if ran >= _ALL_TESTS and not worker:  # the whole suite, not a -k subset or a share
-        assert total == EXPECTED_INPUTS, parts
-
-
-_ALL_TESTS = {n for n in dict(globals()) if n.startswith("test_")}
+    ran = sum(CASES.values())
+    print(f"\nhostile inputs: {total} ({parts}); tried{f' by {worker}' if worker else ''}: {ran}")
+    assert total == EXPECTED_INPUTS, parts

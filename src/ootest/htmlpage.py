@@ -30,6 +30,8 @@ import html
 import re
 import unicodedata
 
+from ootest.untrusted import hide_env_secrets
+
 __all__ = [
     "BIDI",
     "CSP",
@@ -108,7 +110,7 @@ _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f" + "".join(sorted(BIDI)) +
 def visible(text: object) -> str:
     """``text`` without control and bidirectional formatting characters (newlines and
     tabs kept): what a page or a summary may show of test-derived text."""
-    return _INVISIBLE.sub("", str(text))
+    return _INVISIBLE.sub("", hide_env_secrets(str(text)))
 
 
 def esc(text: object) -> str:
@@ -159,8 +161,9 @@ CHARS = 200  # characters of one text
 
 
 def md(text: object, limit: int = CHARS) -> str:
-    """``text`` as inert Markdown (Note [Escaping test-derived text])."""
-    s = str(text)
+    """``text`` as inert Markdown (Note [Escaping test-derived text]), with no
+    secret of this process's environment (Note [Secrets in the environment])."""
+    s = hide_env_secrets(str(text))
     out = []
     for ch in s:
         if ch in "\r\n\t":

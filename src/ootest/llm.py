@@ -17,14 +17,17 @@ import contextlib
 import json
 import os
 import socket
+import stat
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ootest.errors import UserError
+from ootest.httpbody import AnswerTooLarge, decoded
 from ootest.untrusted import for_terminal, redact
 
 if TYPE_CHECKING:
@@ -94,6 +97,40 @@ class LLMSettings:
         return cls(url.rstrip("/"), name, key or None, timeout)
 
 
+#: The longest API key file read: a key is a line, not a stream
+MAX_KEY_FILE_BYTES = 4096
+
+
+def key_from_file(path: Path, flag: str) -> str:
+    """The API key held in ``path`` (``flag`` names the option), stripped; one
+    :class:`UserError` line for a file that is not a small regular file of UTF-8
+    text (a pipe or ``/dev/zero`` is refused before it is opened: reading either
+    would block or never end)."""
+    where = f"{flag} {path}: expected a file holding the API key"
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:
+        raise UserError(f"{where}; cannot read it: {e.strerror or e}") from None
+    if not stat.S_ISREG(mode):
+        raise UserError(
+            f"{where}; found {'a folder' if stat.S_ISDIR(mode) else 'a pipe or device'}"
+        )
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_KEY_FILE_BYTES + 1)
+    except OSError as e:
+        raise UserError(f"{where}; cannot read it: {e.strerror or e}") from None
+    if len(data) > MAX_KEY_FILE_BYTES:
+        raise UserError(f"{where}; found more than {MAX_KEY_FILE_BYTES:,} bytes")
+    try:
+        key = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise UserError(f"{where}; found bytes that are not UTF-8 text") from None
+    if not key:
+        raise UserError(f"{where}; the file is empty")
+    return key
+
+
 def public_url(url: str) -> str:
     """``url`` without user info (``http://user:secret@host`` -> ``http://host``)."""
     parts = urlsplit(url)
@@ -122,6 +159,7 @@ def chat(
 
     headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
     headers["Connection"] = "close"  # a fresh connection: its socket is ours to cut
+    headers["Accept-Encoding"] = "identity"  # Note [Bounded answers]
     body = {
         "model": settings.model,
         "temperature": 0,
@@ -152,12 +190,19 @@ def chat(
             ) as resp:
                 got["headers"] = True
                 data = bytearray()
-                for chunk in resp.iter_bytes():
-                    data += chunk
-                    if len(data) > max_bytes:
-                        raise ChatError(f"{shown}: the response is larger than {max_bytes} bytes")
-                    if time.monotonic() > deadline:
-                        raise ChatError(late)
+                # the raw bytes, decoded here: what httpx decodes is unbounded
+                # (Note [Bounded answers])
+                encoding = resp.headers.get("Content-Encoding")
+                raw: Iterable[bytes] = resp.iter_raw()
+                if resp.is_stream_consumed:  # an answer made in memory (a mock transport's)
+                    raw, encoding = [resp.content], None
+                try:
+                    for chunk in decoded(raw, encoding, max_bytes, shown):
+                        data += chunk
+                        if time.monotonic() > deadline:
+                            raise ChatError(late)
+                except AnswerTooLarge as e:
+                    raise ChatError(str(e)) from None
                 got["answer"] = (resp.status_code, bytes(data))
         except BaseException as e:  # handed to the caller's thread
             got["error"] = e
@@ -179,26 +224,28 @@ def chat(
         ) from None
     if isinstance(error, httpx.HTTPError):
         raise ChatError(
-            f"{shown}: request failed: {type(error).__name__}: {_safe(str(error), settings)}"
+            f"{shown}: request failed: {type(error).__name__}: {_safe(str(error), settings, 300)}"
         ) from None
     if error is not None:
         raise error
     status, raw = got["answer"]
     text = raw.decode("utf-8", errors="replace")
     if status != 200:
-        raise ChatError(f"{shown}: HTTP {status}: {_safe(text[:300], settings)}")
+        raise ChatError(f"{shown}: HTTP {status}: {_safe(text, settings, 300)}")
     try:
         content = str(json.loads(text)["choices"][0]["message"]["content"]).strip()
     except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         raise ChatError(
             f"{shown}: expected an OpenAI chat completion, found "
-            f"{json.dumps(_safe(text[:200], settings))}"
+            f"{json.dumps(_safe(text, settings, 200))}"
         ) from None
     return redact(content, (settings.api_key,))
 
 
-def _safe(text: str, settings: LLMSettings) -> str:
+def _safe(text: str, settings: LLMSettings, limit: int) -> str:
     """A server's text fit for an error message: credentials redacted (the key we
-    sent included), URLs without user info, on one line (Note [Untrusted text])."""
+    sent included, in the forms a server may echo it), URLs without user info, on
+    one line, then cut to ``limit`` characters: cut first, a key straddling the
+    cut would lose the part that makes it recognisable (Note [Untrusted text])."""
     plain = " ".join(public_url(w) if "://" in w else w for w in text.split())
-    return for_terminal(redact(plain, (settings.api_key,)))
+    return for_terminal(redact(plain, (settings.api_key,))[:limit])

@@ -42,10 +42,14 @@ class OpName:
         return self.packet
 
 
+class OpNameError(UserError):
+    """Text that cannot be an op name (a reader adds where it was found)."""
+
+
 def parse_op(text: str, namespaces: Iterable[str] = KNOWN_NAMESPACES) -> OpName:
     """Parse any spelling in Note [Op names in the op map].
 
-    Raises :class:`UserError` for text that cannot be an op name.
+    Raises :class:`OpNameError` for text that cannot be an op name.
     """
     raw = text
     s = text.strip().removeprefix("torch.ops.")
@@ -58,7 +62,7 @@ def parse_op(text: str, namespaces: Iterable[str] = KNOWN_NAMESPACES) -> OpName:
             ns, s = head, rest
     name, dot, overload = s.partition(".")
     if not ns or not name or (dot and not overload) or not _ident(ns) or not _ident(name):
-        raise UserError(
+        raise OpNameError(
             f"expected an op name such as 'aten::add.Tensor', 'aten::add' or 'add'; found {raw!r}"
         )
     if not dot:
@@ -66,7 +70,7 @@ def parse_op(text: str, namespaces: Iterable[str] = KNOWN_NAMESPACES) -> OpName:
     if overload == "default":
         overload = ""
     elif not _ident(overload):
-        raise UserError(
+        raise OpNameError(
             f"expected an op name such as 'aten::add.Tensor', 'aten::add' or 'add'; found {raw!r}"
         )
     return OpName(ns, name, overload)

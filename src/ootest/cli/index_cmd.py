@@ -107,7 +107,15 @@ def add_parser(sub: Any) -> None:
     m = isub.add_parser("summarize", help="summarize tests through an OpenAI-compatible endpoint")
     m.add_argument("--endpoint", metavar="URL", help="base URL (env OOTEST_LLM_ENDPOINT)")
     m.add_argument("--model", metavar="NAME", help="model (env OOTEST_LLM_MODEL)")
-    m.add_argument("--api-key", metavar="KEY", help="API key (env OOTEST_LLM_API_KEY)")
+    m.add_argument(
+        "--api-key-file",
+        type=Path,
+        metavar="FILE",
+        help="read the API key from this file (else env OOTEST_LLM_API_KEY, OPENAI_API_KEY)",
+    )
+    # a key on the command line is seen by every user of the machine (ps) and kept
+    # in shell history: the old flag stays only to say so (issue 35 item 9)
+    m.add_argument("--api-key", metavar="KEY", help=argparse.SUPPRESS)
     m.add_argument("--limit", type=int, default=None, metavar="N", help="ask at most N prompts")
     _db_option(m)
     m.set_defaults(func=summarize)
@@ -142,10 +150,11 @@ class _RichReporter:
     """A rich progress bar on stderr, one task per phase (nothing when not a terminal)."""
 
     def __init__(self) -> None:
-        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-        console = Console(stderr=True)
+        from ootest.untrusted import console as untrusted_console
+
+        console = untrusted_console(stderr=True)
         self.progress = Progress(
             "[progress.description]{task.description}",
             BarColumn(),
@@ -252,11 +261,11 @@ def query(args: argparse.Namespace) -> int:
     if not hits:
         print(f"nothing matches {args.text!r}")
         return 0
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    from ootest.untrusted import for_terminal
+    from ootest.untrusted import console as untrusted_console
+    from ootest.untrusted import for_terminal, hide_env_secrets
 
     table = Table("#", "kind", "match", "found by", "text", box=None)
     for i, h in enumerate(hits, start=1):  # Text: IDs hold [brackets] rich would eat
@@ -265,9 +274,9 @@ def query(args: argparse.Namespace) -> int:
             h.kind,
             Text(for_terminal(h.key)),
             Text(", ".join(h.found_by)),
-            Text(for_terminal(h.snippet[:80])),
+            Text(for_terminal(hide_env_secrets(h.snippet)[:80])),
         )
-    Console(width=200 if not sys.stdout.isatty() else None).print(table)
+    untrusted_console(width=200 if not sys.stdout.isatty() else None).print(table)
     return 0
 
 
@@ -279,13 +288,13 @@ def stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(s.to_json(), indent=2))
         return 0
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
+    from ootest.untrusted import console as untrusted_console
     from ootest.untrusted import for_terminal
 
-    console = Console(width=200 if not sys.stdout.isatty() else None)
+    console = untrusted_console(width=200 if not sys.stdout.isatty() else None)
     totals = Table("what", "count", title="index", box=None)
     for name, n in s.totals.items():
         totals.add_row(name, f"{n:,}")
@@ -329,9 +338,18 @@ def embed(args: argparse.Namespace) -> int:
 
 
 def summarize(args: argparse.Namespace) -> int:
+    from ootest.errors import UserError
+    from ootest.llm import key_from_file
     from ootest.memory import LLMSettings, summarize_tests
 
-    settings = LLMSettings.resolve(args.endpoint, args.model, args.api_key)
+    if args.api_key is not None:
+        raise UserError(
+            "--api-key: expected no key on the command line (every user of the machine sees "
+            "it, and the shell keeps it); put it in a file and pass --api-key-file FILE, or "
+            "set OOTEST_LLM_API_KEY"
+        )
+    key = key_from_file(args.api_key_file, "--api-key-file") if args.api_key_file else None
+    settings = LLMSettings.resolve(args.endpoint, args.model, key)
     rep = summarize_tests(args.db, settings, limit=args.limit)
     print(f"summarized {rep.asked:,} tests, {rep.cached:,} from the cache")
     return 0

@@ -62,7 +62,7 @@ def init_cmd(args: argparse.Namespace) -> int:
         Path(args.dir),
         args.device,
         args.module or "torch_" + args.device.replace("-", "_"),
-        max(1, args.shards),
+        args.shards,
         args.force,
         runs_on=args.runs_on,
         refresh=refresh,

@@ -119,9 +119,9 @@ def add_parser(sub: Any) -> Any:
 
 # ------------------------------------------------------------------ helpers
 def _console() -> Any:
-    from rich.console import Console
+    from ootest.untrusted import console as untrusted_console
 
-    return Console(width=max(Console().width, 100), highlight=False)
+    return untrusted_console(min_width=100, highlight=False)
 
 
 def _esc(text: object) -> str:

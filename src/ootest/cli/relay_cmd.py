@@ -129,8 +129,9 @@ def resolve_cmd(args: argparse.Namespace) -> int:
         if res.kind == "landed":
             from ootest.relay import deadline
 
-            # Note [A deadline per attempt]: a trickling API cannot hold a request longer
-            client = deadline.client(60.0, timeout=30.0) if args.api else None
+            # Note [A deadline per attempt]: a trickling API cannot hold a request
+            # longer; GitHub's answers read decoded and bounded (Note [Bounded answers])
+            client = deadline.client(60.0, timeout=30.0, max_bytes=16 << 20) if args.api else None
             found = rv.resolve_landed(
                 int(res.pr_number),
                 res.base,
@@ -167,6 +168,7 @@ def matrix_cmd(args: argparse.Namespace) -> int:
 
 
 def report_cmd(args: argparse.Namespace) -> int:
+    from ootest.httpbody import AnswerTooLarge
     from ootest.relay import deadline
     from ootest.relay import report as rp
     from ootest.relay.gate import parse_envelope, read_event
@@ -201,8 +203,10 @@ def report_cmd(args: argparse.Namespace) -> int:
         print(f"ootest relay: {msg}", file=sys.stderr)
 
     try:
-        # Note [A deadline per attempt]: each attempt ends within --attempt-timeout
-        with deadline.client(args.attempt_timeout) as client:
+        # Note [A deadline per attempt]: each attempt ends within --attempt-timeout;
+        # the relay's and the token service's answers read decoded and bounded (Note
+        # [Bounded answers]): 1 MB is far more than either sends
+        with deadline.client(args.attempt_timeout, max_bytes=1 << 20) as client:
             token = rp.oidc_token(client, env)
             outcome = rp.send(
                 client,
@@ -214,7 +218,7 @@ def report_cmd(args: argparse.Namespace) -> int:
                 log,
                 repo=env.get("GITHUB_REPOSITORY", ""),
             )
-    except rp.DeliveryError as e:
+    except (rp.DeliveryError, AnswerTooLarge) as e:
         if args.soft:
             print(f"::warning::ootest relay: {e}")
             return 0

@@ -4,8 +4,11 @@ from results files. Never imports torch."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +33,9 @@ def add_parser(sub: Any) -> None:
     )
     r.add_argument("inputs", nargs="+", metavar="RESULTS")
     r.add_argument("--format", choices=("json", "table", "junit", "html", "coverage", "summary"))
-    r.add_argument("-o", "--output", metavar="PATH", help="file for junit/html (default: stdout)")
+    r.add_argument(
+        "-o", "--output", metavar="PATH", help="file for the report, any format (default: stdout)"
+    )
     r.add_argument(
         "--trend",
         action="store_true",
@@ -111,6 +116,7 @@ def report(args: argparse.Namespace) -> int:
         from ootest.runner.coverage import coverage, load_op_map
 
         cov = coverage(data, *load_op_map(args.ops), source=str(args.ops))
+    text: str | None
     if coverage_json:
         assert cov is not None
         text = json.dumps(cov.to_json(), indent=1)
@@ -118,8 +124,7 @@ def report(args: argparse.Namespace) -> int:
         from ootest.runner.coverage import print_coverage
 
         assert cov is not None
-        print_coverage(cov, args.limit)
-        return 0
+        text = _printed(lambda: print_coverage(cov, args.limit), args.output)
     elif fmt == "summary":
         from ootest.runner.summary import job_summary
 
@@ -129,10 +134,13 @@ def report(args: argparse.Namespace) -> int:
     elif fmt == "json":
         text = json.dumps(data.test_results())
     elif fmt == "table":
-        print_summary(data, where)
-        if trend is not None:
-            print_trend(trend, args.limit)
-        return 0
+
+        def table() -> None:
+            print_summary(data, where)
+            if trend is not None:
+                print_trend(trend, args.limit)
+
+        text = _printed(table, args.output)
     elif fmt == "junit":
         import xml.etree.ElementTree as ET
 
@@ -143,7 +151,18 @@ def report(args: argparse.Namespace) -> int:
     if args.output:
         from ootest.atomic import write_output
 
-        write_output(Path(args.output), text + "\n", "-o")
-    else:
+        write_output(Path(args.output), (text or "") + "\n", "-o")
+    elif text is not None:
         sys.stdout.write(text + "\n")
     return 0
+
+
+def _printed(show: Callable[[], None], output: str | None) -> str | None:
+    """What ``show`` prints, when it goes to ``-o`` (None: it went to the terminal)."""
+    if not output:
+        show()
+        return None
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        show()
+    return buf.getvalue().rstrip("\n")

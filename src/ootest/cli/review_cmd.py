@@ -30,6 +30,7 @@ def add_parser(ssub: Any) -> None:
 
 def review(args: argparse.Namespace) -> int:
     from ootest.record.decisions import sidecar_path
+    from ootest.select.refine import check_sidecar
     from ootest.select.review import build_review, print_review, review_html
 
     for path in (args.config, args.previous):
@@ -37,7 +38,9 @@ def review(args: argparse.Namespace) -> int:
             continue
         if not path.is_file():
             raise UserError(f"{path}: no such config; pass a config 'ootest select run' wrote")
-        if not sidecar_path(path).is_file():
+        if sidecar_path(path).exists() or sidecar_path(path).is_symlink():
+            check_sidecar(sidecar_path(path))  # a pipe or a folder is named as such
+        else:
             raise UserError(
                 f"{path}: expected its evidence file {sidecar_path(path)} next to it (written "
                 "by 'ootest select run'); found none: a config without it has no decisions "

@@ -32,6 +32,7 @@ from typing import Any
 from ootest.errors import UserError
 from ootest.memory._files import SourceFile
 from ootest.record.identity import FileKeys
+from ootest.untrusted import without_secrets
 
 #: pytest exit codes after which missing lines mean "no tests", not "crashed".
 _NORMAL_EXITS = (0, 1, 2, 5)
@@ -153,7 +154,9 @@ def _run(files: Sequence[SourceFile], settings: CollectSettings) -> GroupResult:
     with tempfile.TemporaryDirectory(prefix="ootest-index-") as tmp:
         out = Path(tmp) / "variants.jsonl"
         log_out, log_err = Path(tmp) / "stdout", Path(tmp) / "stderr"
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # nothing written into the tree
+        # upstream's test files are imported there: no secret of ours (Note [Secrets in the
+        # environment]), and nothing written into the tree
+        env = {**without_secrets(), "PYTHONDONTWRITEBYTECODE": "1"}
         env["OOTEST_PARENT_PID"] = str(os.getpid())  # the plugin ties the child to this build
         with open(log_out, "wb") as so, open(log_err, "wb") as se:
             try:

@@ -16,6 +16,7 @@ from typing import IO, Any
 from ootest.errors import UserError
 from ootest.memory._rows import add_doc, forget_doc
 from ootest.memory._text import entry_doc
+from ootest.untrusted import without_secrets
 
 _COLUMNS = (
     "db, name, type, base, variant, fingerprint, dtypes, sample, decorators, full_fingerprint"
@@ -45,7 +46,7 @@ class Dump:
         if backend:
             cmd += ["--backend", backend]
         self._err: IO[bytes] = open(Path(self._tmp.name) / "stderr", "wb")
-        env = {**os.environ, "OOTEST_PARENT_PID": str(os.getpid())}  # dies with the build
+        env = {**without_secrets(), "OOTEST_PARENT_PID": str(os.getpid())}  # dies with the build
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.DEVNULL, stderr=self._err, stdin=subprocess.DEVNULL, env=env
         )

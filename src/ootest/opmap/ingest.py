@@ -32,15 +32,21 @@ from ootest.opmap.capture import MAX_OPS, ReadStats, check_record, keys_ok, read
 from ootest.opmap.names import overload_of
 from ootest.opmap.schema import EDGE_INDEX, PROVENANCE_KEYS, op_hash, pack_ids
 from ootest.opmap.store import OpStore
+from ootest.opname import OpNameError
 
 Record = tuple[int, dict[str, Any], str | None]  # line number, record, line text if any
 
 # An ops record's counts, expanded by SQLite (Note [Fast ingest]). Into the
 # staging table, or straight into ``edge`` for a variant the index has never
 # seen, read in its first capture (nothing to combine with but its own lines).
+# Lines of one variant add up, saturating at 2**63 - 1: SQLite turns an integer
+# sum that overflows into a float (two lines of 2**63 - 1 calls stored
+# 1.8e19; issue 35 item 9), so the sum is never taken when it would.
+_MAX_CALLS = 2**63 - 1
 _EXPAND = (
     "SELECT {cols} FROM json_each(?4, ?5) AS j JOIN temp.alias AS a ON a.raw = j.key "
-    "WHERE true ON CONFLICT DO UPDATE SET calls = calls + excluded.calls"
+    f"WHERE true ON CONFLICT DO UPDATE SET calls = CASE WHEN calls > {_MAX_CALLS} - "
+    f"excluded.calls THEN {_MAX_CALLS} ELSE calls + excluded.calls END"
 )
 _STAGE_OPS = "INSERT INTO temp.stage(capture, variant, op, mode, calls) " + _EXPAND.format(
     cols="?1, ?2, a.op, ?3, j.value"
@@ -172,23 +178,29 @@ class Ingest:
                 )
             key = (self.capture, self._variant(rec))
             self.pairs.add(key)
-            if kind == "ops":
-                self._ops(key, rec, line)
-            elif kind == "dtypes":
-                self._dtypes(key[1], rec)
-            elif kind == "example":
-                self._example(key[1], rec)
-            elif kind == "stop":
-                op = rec.get("op")
-                self.stops[key] = (
-                    str(overload_of(op)) if op else None,
-                    rec.get("outcome"),
-                    rec.get("error"),
-                )
-            else:
-                flag = THREADS if rec.get("threads") else 1
-                self.branches[key] = max(self.branches.get(key, 0), flag)
+            try:
+                self._one(kind, key, rec, line)
+            except OpNameError as e:  # where it was found, as for every other field
+                raise UserError(f"{source}:{n}: {'ops' if kind == 'ops' else 'op'}: {e}") from None
         self._close_current()
+
+    def _one(self, kind: str, key: Pair, rec: dict[str, Any], line: str | None) -> None:
+        if kind == "ops":
+            self._ops(key, rec, line)
+        elif kind == "dtypes":
+            self._dtypes(key[1], rec)
+        elif kind == "example":
+            self._example(key[1], rec)
+        elif kind == "stop":
+            op = rec.get("op")
+            self.stops[key] = (
+                str(overload_of(op)) if op else None,
+                rec.get("outcome"),
+                rec.get("error"),
+            )
+        else:
+            flag = THREADS if rec.get("threads") else 1
+            self.branches[key] = max(self.branches.get(key, 0), flag)
 
     def _variant(self, rec: dict[str, Any]) -> int:
         vid = rec["variant_id"]

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from ootest.errors import UserError
+from ootest.untrusted import without_secrets
 
 STATUSES = ("ok", "failed", "mismatch", "crashed", "timeout", "unusable")
 FAULTS = ("crashed", "timeout", "failed", "mismatch")  # worst first
@@ -273,7 +274,12 @@ def _one_worker(
     cmd = [python, "-m", "ootest.device.replay_worker", device, str(todo), str(out), str(start)]
     with open(err, "wb") as errf:
         proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=errf, stderr=errf, start_new_session=True
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=errf,
+            stderr=errf,
+            start_new_session=True,
+            env=without_secrets(),  # Note [Secrets in the environment]
         )
     began: tuple[int, float] | None = None
     on_device: float | None = None

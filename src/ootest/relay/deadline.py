@@ -99,7 +99,14 @@ class _Transport(httpx.HTTPTransport):
         return super().handle_request(request)
 
 
-def client(attempt: float, *, timeout: float = 10.0) -> httpx.Client:
+def client(attempt: float, *, timeout: float = 10.0, max_bytes: int | None = None) -> httpx.Client:
     """An ``httpx.Client`` whose every request (with its answer's body) ends within
-    ``attempt`` seconds, each read within ``timeout`` (Note [A deadline per attempt])."""
-    return httpx.Client(timeout=httpx.Timeout(timeout), transport=_Transport(attempt))
+    ``attempt`` seconds, each read within ``timeout`` (Note [A deadline per attempt]);
+    with ``max_bytes``, its answers hold at most that many bytes once decoded (Note
+    [Bounded answers])."""
+    transport: httpx.BaseTransport = _Transport(attempt)
+    if max_bytes is not None:
+        from ootest.httpbody import bounded_transport
+
+        transport = bounded_transport(transport, max_bytes)
+    return httpx.Client(timeout=httpx.Timeout(timeout), transport=transport)

@@ -26,7 +26,7 @@ from ootest import naming as names
 from ootest.atomic import write_atomic
 from ootest.errors import UserError
 from ootest.relay.limits import describe
-from ootest.relay.matrix import MAX_JOBS
+from ootest.relay.matrix import MAX_JOBS, check_shards
 from ootest.version import ootest_version
 
 CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683  # v4.2.2"
@@ -862,6 +862,7 @@ def init(
     (a cron schedule) also the scheduled ``select refresh`` workflow; with
     ``capture`` (a cron schedule) the workflow that captures the op map in
     ``capture_shards`` shards and publishes it, which the refresh then downloads."""
+    check_shards(shards)  # the value the workflow passes to `ootest relay matrix`
     if not names.is_device_name(device):  # the policy's rule (Note [Device names])
         raise UserError(
             f"--device: expected {names.DEVICE_NAME_RULE}, found {describe(device)}; "

@@ -19,10 +19,22 @@ from ootest.relay.limits import describe
 
 __all__ = [
     "MAX_JOBS",
+    "check_shards",
     "combination_matrix",
 ]
 
 MAX_JOBS = 256  # GitHub Actions runs at most 256 jobs from one matrix
+
+
+def check_shards(shards: int) -> None:
+    """``--shards`` as :func:`combination_matrix` takes it for one suite of one
+    backend ref (what ``ootest init`` writes): at least 1, and that many legs at
+    most :data:`MAX_JOBS`, so a workflow init wrote never fails on it."""
+    if not 1 <= shards <= MAX_JOBS:
+        raise UserError(
+            f"--shards: expected a number from 1 to {MAX_JOBS} (GitHub runs at most {MAX_JOBS} "
+            f"jobs of one matrix), found {shards}; pass e.g. 1"
+        )
 
 
 def combination_matrix(

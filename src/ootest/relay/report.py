@@ -112,13 +112,15 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def remote_text(text: str, limit: int = 200) -> str:
+def remote_text(text: str, limit: int = 200, secrets: tuple[str, ...] = ()) -> str:
     """Text from the relay, safe to print in a CI log: one line, short, and no
     ``::`` (a line starting ``::add-mask::`` or ``::set-output`` would be a GitHub
     Actions workflow command), control characters escaped and credentials (the
-    relay may echo the OIDC token back) redacted (Note [Untrusted text])."""
-    flat = " ".join(text.split())[:limit]
-    return for_terminal(redact(flat)).replace("::", ": :")
+    relay may echo the OIDC token back: ``secrets``, in any form it may take)
+    redacted before it is cut, so a token straddling the cut goes too
+    (Note [Untrusted text])."""
+    flat = redact(" ".join(text.split()), secrets)[:limit]
+    return for_terminal(flat).replace("::", ": :")
 
 
 def build_body(
@@ -285,7 +287,7 @@ def send(
             if r.status_code != 429 and r.status_code < 500:
                 raise DeliveryError(
                     f"relay rejected the '{status}' callback: HTTP {r.status_code} "
-                    f"{remote_text(r.text)}"
+                    f"{remote_text(r.text, secrets=(token,))}"
                 )
             last = f"HTTP {r.status_code}"
         if n + 1 < retry.attempts:

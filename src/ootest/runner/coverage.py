@@ -175,12 +175,12 @@ def _rate(passed: int, ran: int) -> str:
 
 def print_coverage(cov: Coverage, limit: int) -> None:
     """The coverage table in the terminal, the ``limit`` ops with most variants (0: all)."""
-    from rich.console import Console
     from rich.table import Table
 
+    from ootest.untrusted import console as untrusted_console
     from ootest.untrusted import for_rich as escape  # Note [Untrusted text]
 
-    console = Console(width=max(Console().width, 120))
+    console = untrusted_console(min_width=120)
     shown = cov.ops if limit == 0 else cov.ops[:limit]
     table = Table(title=f"op coverage ({len(cov.ops)} ops; {escape(cov.source)})")
     table.add_column("op", no_wrap=True)

@@ -152,12 +152,12 @@ def print_summary(
     trips: list[Trip] | None = None,
     extra: list[str] | None = None,
 ) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from ootest.untrusted import console as untrusted_console
     from ootest.untrusted import for_rich as esc  # Note [Untrusted text]
 
-    console = Console(width=max(Console().width, 120))
+    console = untrusted_console(min_width=120)
     table = Table(title="ootest summary")
     table.add_column("file", no_wrap=True, overflow="fold")
     present = [o for o in OUTCOMES if o not in (CRASHED, TIMEOUT, ERROR)]
@@ -262,12 +262,12 @@ def _cell(outcome: str, n: int) -> str:
 
 def print_trend(t: Trend, limit: int) -> None:
     """Outcome counts per run and the variants that changed between the last two."""
-    from rich.console import Console
     from rich.table import Table
 
+    from ootest.untrusted import console as untrusted_console
     from ootest.untrusted import for_rich as esc  # Note [Untrusted text]
 
-    console = Console(width=max(Console().width, 120))
+    console = untrusted_console(min_width=120)
     runs = Table(title="outcomes per run (oldest first)")
     runs.add_column("run", overflow="fold")
     present = [o for o in OUTCOMES if any(r.counts[o] for r in t.runs)]

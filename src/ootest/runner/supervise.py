@@ -36,6 +36,7 @@ from typing import BinaryIO, Protocol
 from ootest.record import crash
 from ootest.record.results import Appender, RunData, read_records
 from ootest.runner.forkserver import ForkServer, preloads
+from ootest.untrusted import env_secrets, hide_env_secrets, without_secrets
 
 #: Child output shown while the progress bar runs (the rest is in the log):
 #: device build progress and errors that stop pytest.
@@ -185,7 +186,10 @@ class Supervisor:
         cmd += ["--ootest-state", str(self.state)]
         if resume:
             cmd += ["--ootest-resume", str(self.results)]
-        env = {k: v for k, v in self.env.items() if not k.startswith("PYTEST_XDIST_")}
+        # tests run with no secret of ours (Note [Secrets in the environment])
+        env = {
+            k: v for k, v in without_secrets(self.env).items() if not k.startswith("PYTEST_XDIST_")
+        }
         env["OOTEST_PARENT_PID"] = str(os.getpid())  # a new session, even under xdist
         start_size = self.results.stat().st_size if self.results.exists() else 0
         self._start_server(env)
@@ -211,13 +215,19 @@ class Supervisor:
         else:
             proc = subprocess.Popen(cmd, env=env)
             rc = self._watch(proc, start_size, done)
+        _scrub(self.results, start_size)
         finished = any(r["kind"] == "finish" for r in _records_since(self.results, start_size))
         return Attempt(returncode=rc, finished=finished, forked=forked is not None)
 
     def _tee(self, proc: subprocess.Popen[bytes], log: BinaryIO) -> None:
         """Copy the child's output to the log; pass on the lines a person needs now."""
         assert proc.stdout is not None
+        secret = bool(env_secrets())
         for line in proc.stdout:
+            if secret:  # Note [Secrets in the environment]
+                line = hide_env_secrets(line.decode("utf-8", "surrogateescape")).encode(
+                    "utf-8", "surrogateescape"
+                )
             log.write(line)
             log.flush()
             if self.on_line is not None and SHOW.match(line):
@@ -288,3 +298,20 @@ class _Tail:
 
 def _records_since(path: Path, offset: int) -> list[dict[str, object]]:
     return _Tail(path, offset).new()
+
+
+def _scrub(results: Path, start: int) -> None:
+    """The results a session appended, with no value of a secret of our environment
+    in them: a test may have found one outside its own environment (Note [Secrets
+    in the environment]). Rewritten only when one is there."""
+    if not env_secrets() or not results.is_file():
+        return
+    with open(results, "rb") as f:
+        f.seek(start)
+        tail = f.read().decode("utf-8", "surrogateescape")
+    clean = hide_env_secrets(tail)
+    if clean != tail:
+        with open(results, "r+b") as f:
+            f.seek(start)
+            f.write(clean.encode("utf-8", "surrogateescape"))
+            f.truncate()

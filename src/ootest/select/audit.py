@@ -424,12 +424,12 @@ def _ci(c: Cell) -> str:
 
 def print_report(rep: AuditReport, console: Any = None) -> None:
     """The report as a rich table, then the false skips found."""
-    from rich.console import Console
     from rich.table import Table
 
+    from ootest.untrusted import console as untrusted_console
     from ootest.untrusted import for_rich as escape  # Note [Untrusted text]
 
-    console = console or Console(width=max(Console().width, 120))
+    console = console or untrusted_console(min_width=120)
     t = Table(title=f"false-skip rate (seed {rep.seed}; 95% Wilson interval)")
     t.add_column("reason / mode", no_wrap=True)
     for col in ("population", "sampled", "passed", "failed", "not measured"):

@@ -40,6 +40,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -76,9 +77,29 @@ def evidence_row(ev: Evidence, d: Decision, fingerprint: str) -> dict[str, Any]:
     return {"decision": asdict(d), "evidence": evidence, "fingerprint": fingerprint}
 
 
+def check_sidecar(path: Path) -> None:
+    """``path`` is an evidence sidecar one can read: a regular file. A pipe or a
+    device would block the reader forever; either is named, not the config (issue
+    35 item 9)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:
+        raise UserError(
+            f"{path}: expected the evidence file 'ootest select run' wrote next to the "
+            f"config; cannot read it: {e.strerror or e}"
+        ) from None
+    if not stat.S_ISREG(mode):
+        found = "a folder" if stat.S_ISDIR(mode) else "a pipe, device or socket"
+        raise UserError(
+            f"{path}: expected the evidence file 'ootest select run' wrote next to the "
+            f"config (a regular file); found {found}"
+        )
+
+
 def read_sidecar(path: Path, declared: bool = True) -> list[tuple[Evidence, Decision, str]]:
     """The sidecar's lines; ``declared``: what a line written before
     ``ops_declared`` was recorded is read as (:func:`declared_in`)."""
+    check_sidecar(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as e:

@@ -265,9 +265,13 @@ def _moved_from(config: Path) -> dict[str, str]:
     """New ID -> old ID of the variants an upgrade carried across a move (the
     sidecar's ``moved_from``, Note [Moves])."""
     out: dict[str, str] = {}
+    from ootest.errors import UserError
+    from ootest.select.refine import check_sidecar
+
     try:
+        check_sidecar(sidecar_path(config))  # never a read that blocks on a pipe
         lines = sidecar_path(config).read_text(encoding="utf-8").splitlines()
-    except OSError:
+    except (OSError, UserError):
         return out
     for line in lines:
         if '"moved_from"' not in line:
@@ -325,11 +329,11 @@ def _changes(
 
 # ----------------------------------------------------------------- renderers
 def print_review(r: Review) -> None:
-    from rich.console import Console
-
+    from ootest.untrusted import console as untrusted_console
     from ootest.untrusted import for_rich as escape  # Note [Untrusted text]
+    from ootest.untrusted import hide_env_secrets  # before the cut
 
-    console = Console(width=max(Console().width, 120))
+    console = untrusted_console(min_width=120)
     modes = ", ".join(f"{r.modes[m]} {m}" for m in MODES if r.modes[m])
     console.print(f"{escape(r.config)}: {r.variants} variants decided ({modes})")
     if r.note:
@@ -355,7 +359,7 @@ def print_review(r: Review) -> None:
             why = c.why.most_common(1)
             console.print(
                 f"  {c.count:6d}  {c.kind}: {escape(c.label)}"
-                + (f"  [dim]{escape(why[0][0][:120])}[/dim]" if why else "")
+                + (f"  [dim]{escape(hide_env_secrets(why[0][0])[:120])}[/dim]" if why else "")
             )
 
 

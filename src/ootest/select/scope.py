@@ -49,6 +49,7 @@ from typing import Any
 from ootest.atomic import write_output
 from ootest.errors import UserError
 from ootest.select.gates import gate
+from ootest.untrusted import env_secrets, for_terminal, redact, without_secrets
 
 AREAS = ("ops", "autograd", "compile", "distributed", "sparse", "quantized", "nested")
 #: Areas whose tests are device-generic: a file counts only with tests for the device.
@@ -245,9 +246,11 @@ def detect(
     how = f"{PROBE_TIMEOUT_VAR}={deadline:g}" if timeout is None else f"{deadline:g} s"
     tell(f"probing the backend {device} in a child process (deadline {deadline:g} s: {how})")
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        # the backend's code runs there: no secret of ours (Note [Secrets in the environment])
         proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
-        )
+            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+            env=without_secrets(),
+        )  # fmt: skip
         started = time.monotonic()
         tick = min(PROBE_TICK, max(1.0, deadline / 4))
         try:
@@ -281,8 +284,11 @@ def detect(
 
     lines = [x for x in stderr.strip().splitlines() if not x.startswith(STAGE)]
     if proc.returncode != 0:
-        tail = (lines or ["no output"])[-1]
-        raise UserError(f"--device {device}: cannot load the backend to probe it: {tail}")
+        # the backend's words: a credential in them is not repeated (issue 35 item 9)
+        tail = redact((lines or ["no output"])[-1], env_secrets())
+        raise UserError(
+            f"--device {device}: cannot load the backend to probe it: {for_terminal(tail[:300])}"
+        )
     try:
         data = json.loads(stdout)
     except ValueError:
