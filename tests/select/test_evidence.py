@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ootest.opmap.ingest import ingest_records
+from ootest.opmap.schema import STALE
 from ootest.select.gather import Candidate, Sources, Support, gather
 from ootest.select.rules import MODES, Evidence, Result, decide
 from tests.conftest import ROOT
@@ -612,7 +613,9 @@ evidence = st.builds(
     out_of_scope=st.sampled_from([None, "ops"]),
     upstream_skip=st.sampled_from([None, "@onlyCUDA: upstream runs it on other devices only"]),
     ops=st.sampled_from([None, (), _OPS[:1], _OPS]),
-    ops_uncertain=st.sampled_from([None, "device branch", "partial"]),
+    # a stale op set (captured from other code, Note [Evidence of which code]) is
+    # uncertain like any other: no skip, no mandatory on it
+    ops_uncertain=st.sampled_from([None, "device branch", "partial", f"{STALE} (fp 1a2b)"]),
     missing_ops=st.sampled_from([(), _OPS[:1]]),
     missing_dtypes=st.sampled_from([(), ("float64",)]),
     cpu=st.none() | _outcomes.map(_result),
