@@ -31,11 +31,13 @@ most 10 points more).
 
 ``-k EXPR`` restricts every step to a slice (pytest's ``-k``, passed through with
 ``--``); ``--keep DIR`` keeps the work folder (and a step whose output is there is
-not run again with ``--reuse``). Torch runs with ``OMP_NUM_THREADS`` = cores / K in
-each shard (K shards side by side on one machine), 1 thread elsewhere unless set.
+not run again with ``--reuse``; ``--score-only`` runs nothing and scores what is
+there, a truth run cut short over the variants it reached). Torch runs with
+``OMP_NUM_THREADS`` = cores / K in each shard (K shards side by side on one
+machine), 1 thread elsewhere unless set.
 
 Usage: python bench/scale.py FILE [FILE ...] [--target emu:young] [--target tiny]
-       [--jobs 2] [-k EXPR] [--keep DIR] [--reuse] [--timeout 300]
+       [--jobs 2] [-k EXPR] [--keep DIR [--reuse | --score-only]] [--timeout 300]
        [--tree-commit SHA]
 """
 
@@ -207,7 +209,9 @@ def quality(
         "mandatory_not_passing": [(v, run[v]["outcome"], _headline(run[v])) for v in mand_failed],
         "passing_not_mandatory_by_reason": dict(missed.most_common()),
         "config_modes": dict(sorted(Counter(applied.values()).items())),
-        "config_outcomes": dict(sorted(Counter(str(r["outcome"]) for r in run.values()).items())),
+        "config_outcomes": dict(
+            sorted(Counter(str(run[v]["outcome"]) for v in ids if v in run).items())
+        ),
         "share_run": ran_by_config / len(ids) if ids else 0.0,
         "share_executed": executed / len(ids) if ids else 0.0,
         "share_passing": n_pass / len(ids) if ids else 0.0,
@@ -252,8 +256,16 @@ def main() -> int:
         default="0" * 40,
         help="the commit the files come from (recorded by the shards, checked by the merge)",
     )
+    p.add_argument(
+        "--score-only",
+        action="store_true",
+        help="with --keep: run nothing, score the kept config, its run and the truth (a truth "
+        "run cut short scores the variants it reached)",
+    )
     p.add_argument("--json", type=Path, help="write every measure here")
     args = p.parse_args()
+    if args.score_only and args.keep is None:
+        fail("--score-only needs --keep DIR (the work folder of an earlier run)")
     sys.path.insert(0, str(ROOT / "src"))
     files = [f.resolve() for f in args.files]
     for f in files:
@@ -277,6 +289,7 @@ def main() -> int:
         folder, variables = tinydev()
         tiny_env = {**variables, "PYTHONPATH": os.pathsep.join([folder, env["PYTHONPATH"]])}
     load = os.getloadavg()
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(
         f"{PROG}: {len(files)} file(s) under {troot}, targets {', '.join(targets)}, "
         f"{k} shard(s), slice {args.expr or 'none'}; work {work}; load {load[0]:.1f}",
@@ -287,7 +300,7 @@ def main() -> int:
     reuse = args.keep is not None and args.reuse
 
     ops = work / "ops.db"
-    if not (reuse and ops.exists()):
+    if not args.score_only and not (reuse and ops.exists()):
         cap = work / "capture"
         shutil.rmtree(cap, ignore_errors=True)
         cap.mkdir()
@@ -349,7 +362,7 @@ def main() -> int:
         "slice": args.expr,
         "jobs": k,
         "load_start": load,
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "date": started,
         "targets": {},
     }
     for target in targets:
@@ -358,6 +371,16 @@ def main() -> int:
         tw.mkdir(exist_ok=True)
         t_env = tiny_env if target == "tiny" else {}
         print(f"{target}:", flush=True)
+        suite, run_dir, truth_dir = tw / "suite.yaml", tw / "run", tw / "truth"
+        if args.score_only:
+            q = quality(
+                decisions(suite),
+                results(sorted(run_dir.glob("s*/results.jsonl"))),
+                results(sorted(truth_dir.glob("s*/results.jsonl"))),
+            )
+            report["targets"][target] = q
+            print_quality(target, q)
+            continue
         mem = tw / "memory.db"
         if not (reuse and mem.exists()):
             mem.unlink(missing_ok=True)
@@ -396,7 +419,6 @@ def main() -> int:
             ],
             env=t_env,
         )
-        suite = tw / "suite.yaml"
         probe = ["--probe"] if target.startswith("emu") else []
         r.step(
             f"select run {tag}",
@@ -422,7 +444,6 @@ def main() -> int:
             env=t_env,
         )
         select_note = r.log_tail(f"select run {tag}", n=4)
-        run_dir = tw / "run"
         shutil.rmtree(run_dir, ignore_errors=True)
         base = ootest("run", str(suite), "--device", target, "--timeout", str(args.timeout), "-q")
         cmds = [[*c, *extra] for c in sharded(base, k, run_dir)]
@@ -433,7 +454,6 @@ def main() -> int:
             env={**shard_env, **t_env},
             cwds=[run_dir / f"s{i}" for i in range(1, k + 1)],
         )
-        truth_dir = tw / "truth"
         if not (reuse and (truth_dir / "s1" / "results.jsonl").exists()):
             shutil.rmtree(truth_dir, ignore_errors=True)
             all_yaml = tw / "all.yaml"
@@ -459,6 +479,7 @@ def main() -> int:
         print_quality(target, q)
     report["steps"] = [s.__dict__ for s in r.steps]
     report["load_end"] = os.getloadavg()
+    report["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print()
     print(f"{'step':<24} {'procs':>5} {'wall s':>9} {'CPU s':>9} {'peak MB':>8}")
     for s in r.steps:
