@@ -179,6 +179,19 @@ def _pct(x: float) -> str:
     return "   -  " if x != x else f"{x:6.1%}"
 
 
+def tinydev() -> tuple[str, dict[str, str]]:
+    """Install the test backend ``tiny`` (tests/backends/tinydev, cached; never into
+    the venv: Note [Test backends stay out of .venv]): the folder a child needs on
+    its ``PYTHONPATH`` for ``import torch`` to autoload it, and the other variables
+    it needs (its build cache)."""
+    sys.path.insert(0, str(ROOT))
+    from ootest.cache import cache_dir
+    from tests.backends import TINYDEV, install
+
+    found = install(TINYDEV, cache_dir() / "test-backends")
+    return str(found.path), {k: v for k, v in found.env().items() if k != "PYTHONPATH"}
+
+
 def files_block(files: list[str], mode: str) -> str:
     out = ["test_suite_config:", "  files:"]
     for f in files:
@@ -201,13 +214,9 @@ def main() -> int:
     backends = list(args.backend)
     paths_extra = [str(x.resolve()) for x in args.backend_path]
     if args.tinydev:
-        sys.path.insert(0, str(ROOT))
-        from ootest.cache import cache_dir
-        from tests.backends import TINYDEV, install
-
-        found = install(TINYDEV, cache_dir() / "test-backends")
-        paths_extra.append(str(found.path))
-        os.environ.update({k: v for k, v in found.env().items() if k != "PYTHONPATH"})
+        folder, variables = tinydev()
+        paths_extra.append(folder)
+        os.environ.update(variables)
         backends.append("tiny")
     profiles = args.profile or (
         [] if backends and not args.profile else ["young", "faulty", "subtle"]
