@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from ootest.atomic import write_atomic
 from ootest.errors import UserError
 
 if TYPE_CHECKING:
@@ -255,7 +256,8 @@ def fresh_ops(
     if capture and need:
         files = sorted({d.files[f] for v in need if (f := v.partition("::")[0]) in d.files})
         only = out.with_name(out.name + ".only.txt")
-        only.write_text("".join(f"{v}\n" for v in sorted(need)), encoding="utf-8")
+        # beside a file the user named: never written through a link planted there
+        write_atomic(only, "".join(f"{v}\n" for v in sorted(need)))
         say(f"  capturing the {len(need)} variants decided again ({len(files)} files) on {device}")
         if files:
             (capturer or capture_variants)(
