@@ -1380,10 +1380,12 @@ def test_index_summarize_reads_the_key_from_a_file(
         assert server.seen[0]["Authorization"] == "Bearer k3y-from-a-file"
         return
     assert rc == 2 and server.seen == []
-    found = "found a pipe or device" if kind == "fifo" else "the file is empty"
-    assert one_line(err) == (
-        f"ootest: error: --api-key-file {key}: expected a file holding the API key; {found}"
+    found = (
+        "is a device, pipe or socket; expected a regular file"
+        if kind == "fifo"
+        else "expected the API key; the file is empty"
     )
+    assert one_line(err) == f"ootest: error: --api-key-file {key}: {found}"
 
 
 def test_two_capture_lines_of_the_most_calls_add_up_to_an_integer(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ __all__ = [
     "describe_os_error",
     "exclusive",
     "read_bounded",
+    "read_key",
     "read_regular",
     "read_text_bounded",
     "write_atomic",
@@ -308,6 +309,22 @@ def read_regular(path: Path, what: str, *, limit: int) -> bytes:
 def read_text_bounded(path: Path, what: str, *, limit: int = MAX_INPUT_BYTES) -> str:
     """:func:`read_bounded`, decoded as UTF-8 (one line naming the first bad byte)."""
     return decode_text(read_bounded(path, what, limit=limit), f"{what} {path}")
+
+
+#: The most an API key file may hold (a key is tens of bytes; a token a few KB).
+MAX_KEY_BYTES = 64 * 2**10
+
+
+def read_key(path: Path, flag: str) -> str:
+    """The API key in ``path`` (``flag`` names the option), stripped: a regular file
+    of at most :data:`MAX_KEY_BYTES` of UTF-8 text (:func:`read_regular`), not empty;
+    anything else is one :class:`~ootest.errors.UserError` line."""
+    from ootest.errors import UserError
+
+    key = decode_text(read_regular(path, flag, limit=MAX_KEY_BYTES), f"{flag} {path}").strip()
+    if not key:
+        raise UserError(f"{flag} {path}: expected the API key; the file is empty")
+    return key
 
 
 def decode_text(data: bytes, where: str) -> str:

@@ -17,12 +17,10 @@ import contextlib
 import json
 import os
 import socket
-import stat
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -95,40 +93,6 @@ class LLMSettings:
                 + " or ".join(p + "_MODEL" for p in prefixes)
             )
         return cls(url.rstrip("/"), name, key or None, timeout)
-
-
-#: The longest API key file read: a key is a line, not a stream
-MAX_KEY_FILE_BYTES = 4096
-
-
-def key_from_file(path: Path, flag: str) -> str:
-    """The API key held in ``path`` (``flag`` names the option), stripped; one
-    :class:`UserError` line for a file that is not a small regular file of UTF-8
-    text (a pipe or ``/dev/zero`` is refused before it is opened: reading either
-    would block or never end)."""
-    where = f"{flag} {path}: expected a file holding the API key"
-    try:
-        mode = path.stat().st_mode
-    except OSError as e:
-        raise UserError(f"{where}; cannot read it: {e.strerror or e}") from None
-    if not stat.S_ISREG(mode):
-        raise UserError(
-            f"{where}; found {'a folder' if stat.S_ISDIR(mode) else 'a pipe or device'}"
-        )
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_KEY_FILE_BYTES + 1)
-    except OSError as e:
-        raise UserError(f"{where}; cannot read it: {e.strerror or e}") from None
-    if len(data) > MAX_KEY_FILE_BYTES:
-        raise UserError(f"{where}; found more than {MAX_KEY_FILE_BYTES:,} bytes")
-    try:
-        key = data.decode("utf-8").strip()
-    except UnicodeDecodeError:
-        raise UserError(f"{where}; found bytes that are not UTF-8 text") from None
-    if not key:
-        raise UserError(f"{where}; the file is empty")
-    return key
 
 
 def public_url(url: str) -> str:

@@ -338,8 +338,8 @@ def embed(args: argparse.Namespace) -> int:
 
 
 def summarize(args: argparse.Namespace) -> int:
+    from ootest.atomic import read_key
     from ootest.errors import UserError
-    from ootest.llm import key_from_file
     from ootest.memory import LLMSettings, summarize_tests
 
     if args.api_key is not None:
@@ -348,7 +348,7 @@ def summarize(args: argparse.Namespace) -> int:
             "it, and the shell keeps it); put it in a file and pass --api-key-file FILE, or "
             "set OOTEST_LLM_API_KEY"
         )
-    key = key_from_file(args.api_key_file, "--api-key-file") if args.api_key_file else None
+    key = read_key(args.api_key_file, "--api-key-file") if args.api_key_file else None
     settings = LLMSettings.resolve(args.endpoint, args.model, key)
     rep = summarize_tests(args.db, settings, limit=args.limit)
     print(f"summarized {rep.asked:,} tests, {rep.cached:,} from the cache")

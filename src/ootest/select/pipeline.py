@@ -613,8 +613,6 @@ def enable(op: str, ops: Path, config: Path, out: Path | None = None) -> Outcome
 
 
 # ------------------------------------------------------------------ model judge
-#: The largest --judge-key-file read (a key is tens of bytes).
-MAX_KEY_BYTES = 64 * 2**10
 
 
 def judge_settings(
@@ -633,13 +631,10 @@ def judge_settings(
         raise UserError(f"--judge-batch: expected 1 to 64 variants; found {batch}")
     key = None
     if key_file is not None:
-        from ootest.atomic import decode_text, read_regular
+        from ootest.atomic import read_key
 
         # a regular file, bounded: /dev/zero, a FIFO or 50 MB hung the command
-        raw = read_regular(key_file, "--judge-key-file", limit=MAX_KEY_BYTES)
-        key = decode_text(raw, f"--judge-key-file {key_file}").strip()
-        if not key:
-            raise UserError(f"--judge-key-file {key_file}: expected the API key; the file is empty")
+        key = read_key(key_file, "--judge-key-file")
     llm = LLMSettings.resolve(
         endpoint,
         model,
