@@ -21,6 +21,7 @@ from ootest.select.fresh import DeltaCapture
 from ootest.select.pipeline import Backend, Inputs
 from ootest.select.refresh import Refresh, Refreshed, refresh
 from tests.select import suites
+from tests.select.conftest import same_ops
 
 ALPHA = "test/test_alpha.py::TestAlpha"
 #: what the device does with the variants the refresh runs (the rest pass)
@@ -104,7 +105,10 @@ def _job(built: Path, at: Path) -> Refresh:
         config=at / "suite.yaml",
         memory=at / "old.db",
         roots=(built / "new" / "test",),
-        inputs=Inputs(ops=at / "ops.db", backend=backend),
+        # the fixtures' op maps hold the new version's calls already: the delta
+        # "capture" stamps them (named here, not left to tests/select/conftest.py's
+        # autouse patch, which other folders' tests using this job do not get)
+        inputs=Inputs(ops=at / "ops.db", backend=backend, capture=DeltaCapture(capturer=same_ops)),
         k=1,
     )
 
