@@ -22,6 +22,7 @@ from ootest.config.paths import file_keys, norm
 from ootest.config.when import Context
 from ootest.device.activate import DeviceSpec, activate_device
 from ootest.plugin import marks as mk
+from ootest.plugin import reportcost
 from ootest.plugin.dump import VariantDump
 from ootest.plugin.explain import explain
 from ootest.plugin.inject import CALL_TAGS, Injector
@@ -204,6 +205,7 @@ class OotestPlugin:
         )
         config.stash[COLLECTION] = collection
         config.pluginmanager.register(LinearSummary(), "ootest-summary")
+        reportcost.install()  # Note [The cost of a failing test]
         plugin = cls(
             config=config,
             cfg_path=cfg_path,
@@ -530,6 +532,8 @@ class OotestPlugin:
     @pytest.hookimpl(tryfirst=True)  # before the plugins that report stale names
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collection.stale = self.stale_patterns()
+        if reportcost.enabled():  # frozen modules the test files imported
+            reportcost.map_frozen_frames()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
