@@ -36,9 +36,19 @@ there, a truth run cut short over the variants it reached). Torch runs with
 ``OMP_NUM_THREADS`` = cores / K in each shard (K shards side by side on one
 machine), 1 thread elsewhere unless set.
 
+A torch upgrade (issue 34 item 6): run the pipeline under the new torch (its
+interpreter runs this script) with ``--refresh-from OLD``, OLD the ``--keep``
+folder of a run under the old torch: after this torch's truth, ``select refresh``
+takes each target's config, evidence, memory, op map and replay from OLD (copies)
+to this torch, exactly as a team's refresh does (delta capture, re-decide, run the
+uncertain, refine), and the refreshed config is scored against this torch's truth;
+its time compares with this run's own steps (index, capture, merge, replay,
+select: a full pipeline). ``--refresh-only`` runs just the refresh against a kept
+truth.
+
 Usage: python bench/scale.py FILE [FILE ...] [--target emu:young] [--target tiny]
        [--jobs 2] [-k EXPR] [--keep DIR [--reuse | --score-only]] [--timeout 300]
-       [--tree-commit SHA]
+       [--tree-commit SHA] [--refresh-from OLD [--refresh-only]]
 """
 
 from __future__ import annotations
@@ -263,7 +273,22 @@ def main() -> int:
         "run cut short scores the variants it reached)",
     )
     p.add_argument("--json", type=Path, help="write every measure here")
+    p.add_argument(
+        "--refresh-from",
+        type=Path,
+        metavar="OLD",
+        help="the work folder (--keep) of a run under the old torch: its config, memory, op "
+        "map and replay of each target are refreshed to this torch by `select refresh`, and "
+        "the refreshed config scored against this run's truth (issue 34 item 6)",
+    )
+    p.add_argument(
+        "--refresh-only",
+        action="store_true",
+        help="with --keep and --refresh-from: run only the refresh, scored against the kept truth",
+    )
     args = p.parse_args()
+    if args.refresh_only and (args.keep is None or args.refresh_from is None):
+        fail("--refresh-only needs --keep DIR (with its truth) and --refresh-from OLD")
     if args.score_only and args.keep is None:
         fail("--score-only needs --keep DIR (the work folder of an earlier run)")
     sys.path.insert(0, str(ROOT / "src"))
@@ -300,7 +325,7 @@ def main() -> int:
     reuse = args.keep is not None and args.reuse
 
     ops = work / "ops.db"
-    if not args.score_only and not (reuse and ops.exists()):
+    if not args.score_only and not args.refresh_only and not (reuse and ops.exists()):
         cap = work / "capture"
         shutil.rmtree(cap, ignore_errors=True)
         cap.mkdir()
@@ -372,6 +397,13 @@ def main() -> int:
         t_env = tiny_env if target == "tiny" else {}
         print(f"{target}:", flush=True)
         suite, run_dir, truth_dir = tw / "suite.yaml", tw / "run", tw / "truth"
+        if args.refresh_only:
+            report["targets"][target] = {
+                "refresh": refreshed(
+                    r, args.refresh_from / tag, tw, troot, target, args.timeout, t_env, truth_dir
+                )
+            }
+            continue
         if args.score_only:
             q = quality(
                 decisions(suite),
@@ -477,6 +509,10 @@ def main() -> int:
         q["select_note"] = select_note
         report["targets"][target] = q
         print_quality(target, q)
+        if args.refresh_from is not None:
+            report["targets"][target]["refresh"] = refreshed(
+                r, args.refresh_from / tag, tw, troot, target, args.timeout, t_env, truth_dir
+            )
     report["steps"] = [s.__dict__ for s in r.steps]
     report["load_end"] = os.getloadavg()
     report["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -490,6 +526,77 @@ def main() -> int:
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def refreshed(
+    r: Runner,
+    old: Path,
+    tw: Path,
+    troot: Path,
+    target: str,
+    timeout: int,
+    t_env: dict[str, str],
+    truth_dir: Path,
+) -> dict[str, Any]:
+    """``select refresh`` of the old torch's config to this one, as a team runs it:
+    the config, its evidence, memory, op map and replay as the old run left them,
+    copied (the old folder is not changed); the device probed. Its steps' times
+    and the refreshed config's quality against this torch's truth."""
+    rw = tw / "refresh"
+    shutil.rmtree(rw, ignore_errors=True)
+    rw.mkdir()
+    for name in ("suite.yaml", "suite.evidence.jsonl", "memory.db", "replay.jsonl"):
+        shutil.copy(old / name, rw / name)
+    shutil.copy(old.parent / "ops.db", rw / "ops.db")
+    probe = ["--probe"] if target.startswith("emu") else []
+    st = r.step(
+        f"select refresh {target.replace(':', '-')}",
+        [
+            ootest(
+                "select",
+                "refresh",
+                "--config",
+                str(rw / "suite.yaml"),
+                "--memory",
+                str(rw / "memory.db"),
+                "--root",
+                str(troot / "test"),
+                "--ops",
+                str(rw / "ops.db"),
+                "--replay",
+                str(rw / "replay.jsonl"),
+                "--device",
+                target,
+                *probe,
+                "--timeout",
+                str(timeout),
+                "--work",
+                str(rw / "work"),
+            )
+        ],
+        env=t_env,
+    )
+    facts = json.loads((rw / "work" / "state.json").read_text()).get("facts", {})
+    q = quality(
+        decisions(rw / "suite.yaml"), {}, results(sorted(truth_dir.glob("s*/results.jsonl")))
+    )
+    d = q["decided"]
+    print(f"  refresh from {old}: {st.wall:.1f} s wall, {st.cpu:.1f} s CPU")
+    for key in ("memory_diff", "upgrade"):
+        fact = facts.get(key)
+        if fact:
+            print(f"    {key}: {fact if isinstance(fact, str) else fact.get('summary')}")
+    print(f"    capture: {(facts.get('capture') or {}).get('summary', 'none')}")
+    print(f"    run: {facts.get('run')}")
+    print(
+        "    steps (s): " + ", ".join(f"{k} {v}" for k, v in (facts.get("seconds") or {}).items())
+    )
+    print(
+        f"    refreshed config, as decided: precision {d['precision']:.1%} "
+        f"({d['tp']}/{d['mandatory_ran']}), recall {d['recall']:.1%} ({d['tp']}/{q['passing']}); "
+        f"modes {q['config_modes'] if q['config_modes'] else ''}"
+    )
+    return {"wall": st.wall, "cpu": st.cpu, "rss_mb": st.rss_mb, "facts": facts, "quality": q}
 
 
 def print_quality(target: str, q: dict[str, Any]) -> None:
