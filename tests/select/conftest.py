@@ -38,7 +38,10 @@ def same_ops(
         )
 
 
-@pytest.fixture(autouse=True, scope="session")  # before the module-scoped fixtures
+# module-scoped: an autouse fixture comes before the other fixtures of its scope
+# (the modules' fixtures that refresh), and the patch ends with each module, so
+# tests elsewhere that a worker runs later see the real capture
+@pytest.fixture(autouse=True, scope="module")
 def _fixture_capture() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("ootest.select.fresh.capture_variants", same_ops)
