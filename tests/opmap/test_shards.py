@@ -170,3 +170,35 @@ def test_capture_refuses_a_bad_tree_commit_or_durations_before_running(tmp_path:
         "ootest: error: ops capture: --durations nowhere.jsonl: no such results file"
     )
     assert not (tmp_path / "s.db.capture").exists()  # refused before anything ran
+
+
+def test_a_shard_names_heads_commit_only_for_a_test_file_that_is_heads(tmp_path: Path) -> None:
+    import subprocess
+
+    from ootest.cli.capture_cmd import _tree_commit
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(tmp_path), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    (tmp_path / ".gitignore").write_text(".cache/\n")
+    (tmp_path / "test_ours.py").write_text("def test_x():\n    pass\n")
+    git("add", "-A")
+    git("commit", "-qm", "tests")
+    head = git("rev-parse", "HEAD")
+    copy = tmp_path / ".cache" / "upstream" / "test"
+    copy.mkdir(parents=True)
+    (copy / "test_theirs.py").write_text("def test_y():\n    pass\n")
+    (tmp_path / "test_new.py").write_text("def test_z():\n    pass\n")
+    assert _tree_commit(None, [str(tmp_path / "test_ours.py")]) == head
+    assert _tree_commit(None, [str(tmp_path / "test_ours.py::test_x")]) == head
+    # a git-ignored copy of another tree, an untracked file: not HEAD's
+    assert _tree_commit(None, [str(copy / "test_theirs.py")]) is None
+    assert _tree_commit(None, [str(tmp_path / "test_new.py")]) is None
+    (tmp_path / "test_ours.py").write_text("def test_x():\n    assert 0\n")
+    assert _tree_commit(None, [str(tmp_path / "test_ours.py")]) is None  # changed since
+    assert _tree_commit("b" * 40, [str(copy / "test_theirs.py")]) == "b" * 40

@@ -52,7 +52,8 @@ def add_parser(osub: Any) -> None:
         "--tree-commit",
         metavar="SHA",
         help="the commit of the test tree, recorded with --shard for 'ops merge' to check "
-        "(default: git's HEAD of the first test path's folder)",
+        "(default: git's HEAD of the first test path's folder when the path is HEAD's, "
+        "tracked and unchanged; else unknown)",
     )
     a.add_argument(
         "--resume",
@@ -261,7 +262,10 @@ WHAT = "capture.json"
 
 
 def _tree_commit(given: str | None, targets: list[str]) -> str | None:
-    """``--tree-commit``, else HEAD of the git checkout holding the first test path."""
+    """``--tree-commit``, else HEAD of the git checkout holding the first test path
+    when that path is HEAD's as it is (tracked, unchanged); else unknown (None): a
+    git-ignored copy of upstream's file inside a project's checkout is not the
+    project's HEAD."""
     if given is not None:
         if not re.fullmatch(r"[0-9a-f]{40}", given):
             raise UserError(
@@ -270,17 +274,25 @@ def _tree_commit(given: str | None, targets: list[str]) -> str | None:
         return str(given)
     first = Path(targets[0].split("::")[0])
     folder = first if first.is_dir() else first.parent
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(folder), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
+    name = "." if first.is_dir() else first.name
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=30
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    sha = (git("rev-parse", "HEAD") or "").strip()
+    if not re.fullmatch(r"[0-9a-f]{40}", sha):
         return None
-    sha = done.stdout.strip()
-    return sha if done.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}", sha) else None
+    tracked = git("ls-files", "--", name)
+    changed = git("status", "--porcelain", "--ignored", "--untracked-files=all", "--", name)
+    if not tracked or changed is None or changed.strip():
+        return None  # not HEAD's file (untracked, ignored, changed): no commit names it
+    return sha
 
 
 def _check_resume(work: Path, what: dict[str, Any], stream: Path) -> None:
