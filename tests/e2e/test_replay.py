@@ -102,7 +102,8 @@ def test_replay_finds_each_fault_and_selection_uses_it(tmp_path: Path) -> None:
         "test_exp": ("xfail", "replay_mismatch:aten::exp"),
         "test_abs_int": ("skip", "replay_crashed:aten::abs.out"),
         "test_sub": ("skip", "replay_timeout:aten::sub.Tensor"),
-        "test_add_big": ("xfail", "replay_failed:aten::add.Tensor"),
+        # a known failure: skipped, the replay re-checks it (not every CI run)
+        "test_add_big": ("skip", "replay_failed:aten::add.Tensor"),
         "test_add_small_expanded": ("mandatory_success", "ops_supported"),
     }
     text = suite.read_text()
