@@ -123,6 +123,18 @@ def test_replay_finds_each_fault_and_selection_uses_it(tmp_path: Path) -> None:
     assert {row["decision"]["reason"] for row in static} == {"ops_supported"}
     assert all("replay" not in row["evidence"] for row in static)  # absent when empty
 
+    # the refresh's replay step: the same command in a child process, on a device
+    # without those faults (Note [A known failure is re-checked by the replay])
+    from ootest.select.refresh import _ootest_replay
+
+    said: list[str] = []
+    young = tmp_path / "young.jsonl"
+    _ootest_replay(db, young, device="emu:young", timeout=3.0, say=said.append)
+    head, by_op = _calls(young)
+    assert head["device"] == "emu:young" and head["complete"] is True
+    assert {c["status"] for c in by_op["aten::add.Tensor"]} == {"ok"}
+    assert sum(len(v) for v in by_op.values()) == head["examples"]
+
 
 def test_replay_without_examples_or_device_says_how_to_fix(tmp_path: Path) -> None:
     db = tmp_path / "ops.db"
