@@ -387,11 +387,12 @@ class Replays:
 
 
 def _replayed_setup(
-    built: Path, at: Path, capsys: pytest.CaptureFixture[str]
+    built: Path, at: Path, capsys: pytest.CaptureFixture[str], stopped: bool = False
 ) -> tuple[Path, Refresh]:
     """The config decided with a replay on emu:faulty in which beta's add call
     failed (a known failure: skipped); the refresh job of the same (nothing
-    changed upstream: the old tree again), its replay on the config's device."""
+    changed upstream: the old tree again), its replay on the config's device.
+    ``stopped``: the replay stopped before that call (it has no result)."""
     at.mkdir()
     shutil.copy(built / "old.db", at / "old.db")
     # the fixture's capture, with the call beta's add makes written down in it
@@ -401,11 +402,17 @@ def _replayed_setup(
     assert main(["ops", "ingest", str(at / "cap.jsonl"), "--db", str(at / "ops.db")]) == 0
     Replays("aten::add.Tensor")(at / "ops.db", at / "replay.jsonl", device="emu:faulty",
                                 timeout=5.0, say=None)  # fmt: skip
+    if stopped:
+        lines = (at / "replay.jsonl").read_text().splitlines()
+        head = json.loads(lines[0]) | {"complete": False}
+        kept = [x for x in lines[1:] if '"aten::add.Tensor"' not in x]
+        (at / "replay.jsonl").write_text("\n".join([json.dumps(head), *kept]) + "\n")
     argv = ["select", "run", "--memory", str(at / "old.db"), "--supported", str(built / "sup.txt"),
             "--dtypes", "float32,float16", "--ops", str(at / "ops.db"), "--device", "emu:faulty",
             "--replay", str(at / "replay.jsonl"), "--out", str(at / "suite.yaml")]  # fmt: skip
     assert main(argv) == 0, capsys.readouterr().err
-    assert _decisions(at / "suite.yaml")[ADD] == ("skip", "replay_failed:aten::add.Tensor")
+    if not stopped:
+        assert _decisions(at / "suite.yaml")[ADD] == ("skip", "replay_failed:aten::add.Tensor")
     backend = Backend(supported=built / "sup.txt", dtypes="float32,float16")
     job = Refresh(
         config=at / "suite.yaml",
@@ -467,6 +474,25 @@ def test_a_known_failure_comes_back_when_the_device_gains_the_kernel(
     assert r"- **replay**: replayed 1 recorded calls on emu\:faulty\: 1 ok; 1 variants " in body
     assert r"0 added\; 0 modified\; 1 by the replay\; 0 removed" in body
     assert r"| changed\: skip replay\_failed \-&gt; mandatory\_success ops\_supported | 1 |" in body
+
+
+def test_every_variant_whose_replayed_calls_changed_is_decided_again(
+    built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The config was decided from a replay that stopped before beta's add call:
+    unknown, so its declared op decided (mandatory). The refresh's replay has a
+    result for that call: the variant is decided again and run, though its
+    evidence lists no fault either way (the replay's rows changed, not only its
+    faults)."""
+    at, job = _replayed_setup(built, tmp_path / "a", capsys, stopped=True)
+    assert _decisions(at / "suite.yaml")[ADD] == ("mandatory_success", "ops_supported")
+    device = Device()
+    done = _again(job, Replays(), device, [])
+    assert device.resumed == [False]  # the run step ran it
+    body = done.pr_body.read_text()
+    assert "1 ok; 1 variants decided again by it" in body
+    assert r"0 added\; 0 modified\; 1 by the replay\; 0 removed" in body
+    assert _decisions(at / "suite.yaml")[ADD] == ("mandatory_success", "ops_supported")
 
 
 def test_no_replay_keeps_the_replay_and_says_its_skips_are_not_rechecked(
