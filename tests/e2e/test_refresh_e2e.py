@@ -128,7 +128,7 @@ def test_refresh_upgrades_the_config_on_the_device(upstream: Path, tmp_path: Pat
     assert "```diff\n--- a/suite.yaml\n+++ b/suite.yaml\n" in body
     state = json.loads((at / "suite.refresh" / "state.json").read_text())
     assert state["done"] == [
-        "begin", "index", "diff", "capture", "decide", "run", "refine", "write"
+        "begin", "index", "diff", "capture", "replay", "decide", "run", "refine", "write"
     ]  # fmt: skip
 
 
@@ -149,11 +149,21 @@ def test_a_refresh_killed_in_its_run_resumes_there(upstream: Path, tmp_path: Pat
     time.sleep(2)  # in the run (test_slow_copy alone takes 4 s)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert json.loads(state.read_text())["done"] == ["begin", "index", "diff", "capture", "decide"]
+    assert json.loads(state.read_text())["done"] == [
+        "begin",
+        "index",
+        "diff",
+        "capture",
+        "replay",
+        "decide",
+    ]
     assert (at / "suite.yaml").read_bytes() == (upstream / "suite.yaml").read_bytes()
 
     out = _ok(_refresh(upstream, at))
-    assert "ootest: refresh: resuming at step run (begin, index, diff, capture, decide done)" in out
+    assert (
+        "ootest: refresh: resuming at step run (begin, index, diff, capture, replay, decide done)"
+        in out
+    )
     whole = _copy(upstream, tmp_path / "whole")
     _ok(_refresh(upstream, whole))
     assert _decisions(at) == _decisions(whole)

@@ -379,8 +379,9 @@ def test_an_undeclared_dtype_whose_calls_replayed_as_on_the_cpu_is_not_a_skip(
     )
     assert got["t.py::T::test_bad[dtype=float64]"][:2] == ("skip", "dtype_unsupported:float64")
     # A.2: a declared dtype (float32) whose call failed in the replay: never mandatory
+    # (a skip: the replay re-checks it)
     assert got["t.py::T::test_imag_noncomplex[dtype=int8]"][:2] == (
-        "xfail",
+        "skip",
         "replay_failed:aten::add.Tensor",
     )
     # without the replay: the declaration decides, as before
@@ -465,11 +466,11 @@ def test_an_error_path_with_another_message_fails_a_test_that_matches_messages(
     # the test that does not match messages passes with the missing kernel's error,
     # which shows nothing of index_put_'s support: it runs (issue 36)
     assert got[plain][:2] == ("xfail", "no_evidence")
-    # a declared op: the test that matches messages runs, never mandatory
+    # a declared op: the test that matches messages fails there, never mandatory
     got = _decide(tmp_path / "d", calls, _declared("aten::arange", "aten::index_put_"),
                   strict=[regex])  # fmt: skip
     mode, reason, why = got[regex]
-    assert (mode, reason) == ("xfail", "replay_failed:aten::index_put_")
+    assert (mode, reason) == ("skip", "replay_failed:aten::index_put_")
     assert "the test matches messages and the device's differs: NotImplementedError" in why[0]
     # the same message on both sides: alike for both
     same = {v: [("aten::index_put_", "int64", True, "raised")] for v in (regex, plain)}
@@ -660,6 +661,9 @@ FACTS = {
     "missing_op": lambda ev: bool(ev.missing_ops),
     "replay_fault": lambda ev: bool(ev.replay),
     "replay_crash": lambda ev: bool(ev.replay) and ev.replay[0][0] in ("crashed", "timeout"),
+    "replay_raise": lambda ev: (
+        bool(ev.replay) and ev.replay[0][0] in ("crashed", "timeout", "failed")
+    ),
 }
 
 
@@ -670,7 +674,7 @@ def _skip_grade(ev: Evidence) -> bool:
         or bool(ev.upstream_skip)
         or (_certain(ev) and bool(ev.missing_dtypes))
         or (_certain(ev) and ev.ops_declared and bool(ev.missing_ops))
-        or (_certain(ev) and FACTS["replay_crash"](ev))
+        or (_certain(ev) and FACTS["replay_raise"](ev))
     )
 
 
@@ -812,6 +816,8 @@ def _knock_out(ev: Evidence, fact: str) -> None:
         ev.replay = ()
     elif fact == "replay_crash":
         ev.replay = tuple(f for f in ev.replay if f[0] not in ("crashed", "timeout"))
+    elif fact == "replay_raise":
+        ev.replay = tuple(f for f in ev.replay if f[0] not in ("crashed", "timeout", "failed"))
     else:  # a fact the table names and this test does not know
         raise AssertionError(fact)
 

@@ -140,7 +140,17 @@ def test_a_refresh_decides_runs_refines_and_writes_the_pull_request(
     assert done.changed and done.resumed_at is None
     assert done.work == at / "suite.refresh"
     steps = [s.removeprefix("ootest: refresh: ") for s in said if s.startswith("ootest: ")]
-    assert steps == ["begin", "index", "diff", "capture", "decide", "run", "refine", "write"]
+    assert steps == [
+        "begin",
+        "index",
+        "diff",
+        "capture",
+        "replay",
+        "decide",
+        "run",
+        "refine",
+        "write",
+    ]
     got = _decisions(at / "suite.yaml")
     assert got[f"{ALPHA}::test_body[dtype=float32]"][0] == "xfail_strict"  # failed on the device
     assert got[f"{ALPHA}::test_new[dtype=float32]"] == ("mandatory_success", "ops_supported")
@@ -188,14 +198,14 @@ def test_a_killed_refresh_resumes_at_the_step_it_was_in(
     with pytest.raises(Killed):  # killed in the middle of the run on the device
         _refresh(_job(built, at), Device(kill_after=2))
     state = json.loads((at / "suite.refresh" / "state.json").read_text())
-    assert state["done"] == ["begin", "index", "diff", "capture", "decide"]
+    assert state["done"] == ["begin", "index", "diff", "capture", "replay", "decide"]
     assert ((at / "suite.yaml").read_bytes(), (at / "old.db").read_bytes()) == before
 
     said: list[str] = []
     device = Device()
     done = _refresh(_job(built, at), device, said)
     assert said[0] == (
-        "ootest: refresh: resuming at step run (begin, index, diff, capture, decide done)"
+        "ootest: refresh: resuming at step run (begin, index, diff, capture, replay, decide done)"
     )
     assert done.resumed_at == "run" and device.resumed == [True]  # ootest run --resume
     results = (at / "suite.refresh" / "run" / "results.jsonl").read_text().splitlines()
@@ -342,3 +352,224 @@ def test_a_refresh_captures_the_delta_and_decides_from_it(
         r"- **op evidence**: op evidence for the 1 variants decided again\: captured 1 of 1 "
         r"variants on emu\:full"
     ) in body
+
+
+# ------------------------------------- the replay step (issue 33 item 4)
+ADD = "test/test_beta.py::TestBeta::test_add[dtype=float32]"
+ADD_CALL = '{"args":[{"T":"float32","dev":true,"shape":[300]}],"kwargs":{}}'
+
+
+class Replays:
+    """Replays an op map's calls as a device would (``ootest ops replay``): each
+    call of an op in ``failing`` raises there, the rest return as on the CPU."""
+
+    def __init__(self, *failing: str) -> None:
+        self.failing = set(failing)
+        self.asked: list[tuple[Path, str]] = []
+
+    def __call__(self, ops: Path, out: Path, *, device: str, timeout: float, say: object) -> None:
+        from ootest.opmap.replay import new_replay, write_replay
+        from ootest.opmap.store import OpStore
+
+        self.asked.append((ops, device))
+        with OpStore.open(ops) as s:
+            examples = s.examples()
+        rep = new_replay(device, len(examples), timeout)
+        for key, op, _call in examples:
+            rec: dict[str, object] = {"kind": "call", "key": key, "op": op, "seconds": 1e-5}
+            if op in self.failing:
+                rec |= {"status": "failed", "error": "RuntimeError", "detail": "TILE_OVERFLOW"}
+            else:
+                rec["status"] = "ok"
+            rep.results[key] = rec
+        rep.header["complete"] = True
+        write_replay(out, rep)
+
+
+def _replayed_setup(
+    built: Path, at: Path, capsys: pytest.CaptureFixture[str], stopped: bool = False
+) -> tuple[Path, Refresh]:
+    """The config decided with a replay on emu:faulty in which beta's add call
+    failed (a known failure: skipped); the refresh job of the same (nothing
+    changed upstream: the old tree again), its replay on the config's device.
+    ``stopped``: the replay stopped before that call (it has no result)."""
+    at.mkdir()
+    shutil.copy(built / "old.db", at / "old.db")
+    # the fixture's capture, with the call beta's add makes written down in it
+    example = {"kind": "example", "variant_id": ADD, "op": "aten::add.Tensor", "call": ADD_CALL}
+    cap = (built / "cap.jsonl").read_text() + json.dumps(example) + "\n"
+    (at / "cap.jsonl").write_text(cap)
+    assert main(["ops", "ingest", str(at / "cap.jsonl"), "--db", str(at / "ops.db")]) == 0
+    Replays("aten::add.Tensor")(at / "ops.db", at / "replay.jsonl", device="emu:faulty",
+                                timeout=5.0, say=None)  # fmt: skip
+    if stopped:
+        lines = (at / "replay.jsonl").read_text().splitlines()
+        head = json.loads(lines[0]) | {"complete": False}
+        kept = [x for x in lines[1:] if '"aten::add.Tensor"' not in x]
+        (at / "replay.jsonl").write_text("\n".join([json.dumps(head), *kept]) + "\n")
+    argv = ["select", "run", "--memory", str(at / "old.db"), "--supported", str(built / "sup.txt"),
+            "--dtypes", "float32,float16", "--ops", str(at / "ops.db"), "--device", "emu:faulty",
+            "--replay", str(at / "replay.jsonl"), "--out", str(at / "suite.yaml")]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    if not stopped:
+        assert _decisions(at / "suite.yaml")[ADD] == ("skip", "replay_failed:aten::add.Tensor")
+    backend = Backend(supported=built / "sup.txt", dtypes="float32,float16")
+    job = Refresh(
+        config=at / "suite.yaml",
+        memory=at / "old.db",
+        roots=(built / "old" / "test",),
+        inputs=Inputs(ops=at / "ops.db", backend=backend, replay=at / "replay.jsonl",
+                      capture=DeltaCapture(capturer=same_ops)),
+        k=1,
+    )  # fmt: skip
+    return at, job
+
+
+def _again(job: Refresh, replays: Replays, device: Device, said: list[str]) -> Refreshed:
+    return refresh(job, say=said.append, runner=device, collector=suites.collector(suites.V1),
+                   replayer=replays)  # fmt: skip
+
+
+def test_a_known_failure_comes_back_when_the_device_gains_the_kernel(
+    built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Note [A known failure is re-checked by the replay]: beta's add call failed
+    on the device, so its variant is skipped (not run on every CI run). Each
+    refresh replays the op map's calls on the device again: while add still fails
+    nothing changes; once the backend has the kernel, the variant is decided again
+    (by the replay alone: nothing changed upstream), runs in the refresh's run
+    step, and the new replay goes over --replay with the config."""
+    at, job = _replayed_setup(built, tmp_path / "a", capsys)
+    before = {p.name: p.read_bytes() for p in at.iterdir() if p.is_file()}
+    said: list[str] = []
+    still = Replays("aten::add.Tensor")
+    done = _again(job, still, Device(), said)
+    steps = [s.removeprefix("ootest: refresh: ") for s in said if s.startswith("ootest: ")]
+    assert steps == [
+        "begin", "index", "diff", "capture", "replay", "decide", "run", "refine", "write"
+    ]  # fmt: skip
+    assert still.asked == [(at / "ops.db", "emu:faulty")]  # the config's device
+    assert "  replayed 1 recorded calls on emu:faulty: 1 failed" in said
+    assert not done.changed  # the same failure: nothing decided again, nothing written
+    assert {p.name: p.read_bytes() for p in at.iterdir() if p.is_file()} == before
+    assert r"1 failed; 0 variants decided again by it" in done.pr_body.read_text()
+
+    said = []
+    gained = Replays()  # a new backend build: add has its kernel
+    device = Device()
+    done = _again(replace(job, fresh=True), gained, device, said)
+    assert done.changed
+    assert _decisions(at / "suite.yaml")[ADD] == ("mandatory_success", "ops_supported")
+    assert device.resumed == [False]  # the run step ran it
+    rows = [json.loads(x) for x in (at / "suite.evidence.jsonl").read_text().splitlines()]
+    row = next(r for r in rows if r["decision"]["variant_id"] == ADD)
+    assert "replay" not in row["evidence"]  # its call replays as on the CPU now
+    # the replay the config is now decided from is the one --replay names
+    assert (at / "replay.jsonl").read_bytes() == (done.work / "replay.jsonl").read_bytes()
+    from ootest.select.writer import file_digest
+
+    digest = file_digest(at / "replay.jsonl")
+    assert f"# replayed calls {digest}\n" in (at / "suite.yaml").read_text()
+    body = done.pr_body.read_text()
+    assert r"- **replay**: replayed 1 recorded calls on emu\:faulty\: 1 ok; 1 variants " in body
+    assert r"0 added\; 0 modified\; 1 by the replay\; 0 removed" in body
+    assert r"| changed\: skip replay\_failed \-&gt; mandatory\_success ops\_supported | 1 |" in body
+
+
+def test_every_variant_whose_replayed_calls_changed_is_decided_again(
+    built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The config was decided from a replay that stopped before beta's add call:
+    unknown, so its declared op decided (mandatory). The refresh's replay has a
+    result for that call: the variant is decided again and run, though its
+    evidence lists no fault either way (the replay's rows changed, not only its
+    faults)."""
+    at, job = _replayed_setup(built, tmp_path / "a", capsys, stopped=True)
+    assert _decisions(at / "suite.yaml")[ADD] == ("mandatory_success", "ops_supported")
+    device = Device()
+    done = _again(job, Replays(), device, [])
+    assert device.resumed == [False]  # the run step ran it
+    body = done.pr_body.read_text()
+    assert "1 ok; 1 variants decided again by it" in body
+    assert r"0 added\; 0 modified\; 1 by the replay\; 0 removed" in body
+    assert _decisions(at / "suite.yaml")[ADD] == ("mandatory_success", "ops_supported")
+
+
+def test_no_replay_keeps_the_replay_and_says_its_skips_are_not_rechecked(
+    built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at, job = _replayed_setup(built, tmp_path / "a", capsys)
+    before = (at / "replay.jsonl").read_bytes()
+    said: list[str] = []
+    gained = Replays()
+    done = _again(replace(job, replay_again=False), gained, Device(), said)
+    assert gained.asked == []  # not replayed
+    assert (
+        f"  --no-replay: {at / 'replay.jsonl'} is kept as it is; the variants it skips "
+        "(replay_failed) are not re-checked"
+    ) in said
+    assert _decisions(at / "suite.yaml")[ADD] == ("skip", "replay_failed:aten::add.Tensor")
+    assert (at / "replay.jsonl").read_bytes() == before and not done.changed
+    assert (
+        "- **replay**: not replayed again (`--no-replay`): the variants skipped for a call "
+        "that failed in the replay (`replay_failed`) are not re-checked"
+    ) in done.pr_body.read_text()
+
+    # the flag is an input: a refresh begun with it does not go on without it
+    def dies(*args: object) -> object:
+        raise Killed
+
+    with pytest.raises(Killed):  # killed while indexing
+        refresh(replace(job, replay_again=False, fresh=True), collector=dies, replayer=gained)
+    with pytest.raises(UserError, match=r"^--no-replay: changed since the refresh in "):
+        _again(job, gained, Device(), [])
+
+
+def test_a_refresh_killed_after_its_replay_resumes_with_that_replay(
+    built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Killed in the run step, after the replay step: the resumed refresh does not
+    replay again, decides as an unkilled one, and writes the replay it made; a
+    replay changed in the work folder meanwhile is an error, not used."""
+    whole, job = _replayed_setup(built, tmp_path / "whole", capsys)
+    _again(job, Replays(), Device(), [])
+    at, job = _replayed_setup(built, tmp_path / "k", capsys)
+    replays = Replays()
+    with pytest.raises(Killed):
+        _again(job, replays, Device(kill_after=0), [])
+    state = json.loads((at / "suite.refresh" / "state.json").read_text())
+    assert state["done"] == ["begin", "index", "diff", "capture", "replay", "decide"]
+    work = at / "suite.refresh"
+    made = (work / "replay.jsonl").read_bytes()
+    (work / "replay.jsonl").write_bytes(made + b"\n")
+    with pytest.raises(UserError, match=r"its replay\.jsonl changed since the replay step"):
+        _again(job, replays, Device(), [])
+    (work / "replay.jsonl").write_bytes(made)
+    said: list[str] = []
+    _again(job, replays, Device(), said)
+    assert said[0] == (
+        "ootest: refresh: resuming at step run (begin, index, diff, capture, replay, decide done)"
+    )
+    assert len(replays.asked) == 1  # not replayed again
+    assert _decisions(at / "suite.yaml") == _decisions(whole / "suite.yaml")
+    assert _decisions(at / "suite.yaml")[ADD][0] == "mandatory_success"
+    assert (at / "replay.jsonl").read_bytes() == made
+
+
+def test_a_replay_that_cannot_run_says_how_to_go_on(tmp_path: Path) -> None:
+    """The refresh's default replayer is ``ootest ops replay`` in a child process;
+    a replay that fails there is one error with its output and the way around it."""
+    from ootest.opmap.store import OpStore
+    from ootest.select.refresh import _ootest_replay
+
+    with OpStore.open(tmp_path / "ops.db", create=True):
+        pass  # an op map without call examples
+    with pytest.raises(UserError) as e:
+        _ootest_replay(tmp_path / "ops.db", tmp_path / "r.jsonl", device="emu:young",
+                       timeout=3.0, say=print)  # fmt: skip
+    first, _, rest = str(e.value).partition("\n")
+    assert first == (
+        "the replay on emu:young failed (ootest ops replay exit status 2; pass --no-replay "
+        "to keep the replay you have); its output ends:"
+    )
+    assert "holds no call examples" in rest and "Traceback" not in rest

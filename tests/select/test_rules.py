@@ -272,7 +272,7 @@ def test_replayed_calls_decide_between_declared_ops_and_mandatory() -> None:
     assert d() == ("mandatory_success", "ops_supported")
     assert d(CRASH, FAIL) == ("skip", "replay_crashed:aten::abs.out")  # worst first
     assert d(HANG) == ("skip", "replay_timeout:aten::sub.Tensor")
-    assert d(FAIL, OFF) == ("xfail", "replay_failed:aten::add.Tensor")
+    assert d(FAIL, OFF) == ("skip", "replay_failed:aten::add.Tensor")
     assert d(OFF) == ("xfail", "replay_mismatch:aten::exp")
     # what is declared, and what was seen on the device, come first
     assert d(CRASH, missing_ops=("aten::exp",)) == ("skip", "op_unsupported:aten::exp")
@@ -284,6 +284,7 @@ def test_replayed_calls_decide_between_declared_ops_and_mandatory() -> None:
     assert d(OFF, ops_uncertain="device branch") == ("xfail", "replay_mismatch:aten::exp")
     assert d(CRASH, ops_uncertain="device branch") == ("xfail", "replay_crashed:aten::abs.out")
     assert d(HANG, ops_uncertain="varies") == ("xfail", "replay_timeout:aten::sub.Tensor")
+    assert d(FAIL, ops_uncertain="device branch") == ("xfail", "replay_failed:aten::add.Tensor")
     why = decide(
         Evidence("v", ops=ops, ops_declared=True, replay=(CRASH, HANG, FAIL, OFF))
     ).evidence
@@ -300,8 +301,44 @@ def test_refine_promotes_a_replay_xfail_that_passes_k_times() -> None:
     crash_ev = Evidence("v", ops=("aten::abs.out",), replay=(CRASH,), observed=good[:1])
     # one clean pass (an audit's) of a static skip: it runs until it has k
     assert refine_one(crash_ev, None, 2, 0.05).decision.reason == "passed_on_device:1/2"
-    one = Evidence("v", ops=("aten::add.Tensor",), replay=(FAIL,), observed=good[:1])
-    assert refine_one(one, None, 2, 0.05).decision.reason == "replay_failed:aten::add.Tensor"
+    one = Evidence("v", ops=("aten::add.Tensor",), replay=(OFF,), observed=good[:1])
+    assert refine_one(one, None, 2, 0.05).decision.reason == "replay_mismatch:aten::exp"
+    # a failed call of a certain op set is a skip (it does not run): passes it got
+    # anyway (an audit's) override it, and say what they override
+    failed = refine_one(fail_ev, None, 2, 0.05).decision
+    assert failed.evidence[-1].startswith("overrides replay_failed:aten::add.Tensor: replayed")
+    once = Evidence("v", ops=("aten::add.Tensor",), replay=(FAIL,), observed=good[:1])
+    assert refine_one(once, None, 2, 0.05).decision.reason == "passed_on_device:1/2"
+    uncertain = Evidence("v", ops=("aten::add.Tensor",), ops_uncertain="device branch",
+                         replay=(FAIL,), observed=good)  # fmt: skip
+    # the xfail it is when its op set is uncertain ran: its passes promote it as such
+    promoted = refine_one(uncertain, None, 2, 0.05).decision
+    assert promoted.evidence == ("passed the last 2 runs on the device",)
+
+
+def test_a_known_failure_is_skipped_and_a_mismatch_runs() -> None:
+    """Note [A known failure is re-checked by the replay]: a call a variant certain
+    to make it raised on the device where the CPU returned is a skip (the replay at
+    the next refresh re-checks it, not every CI run); an uncertain op set runs it
+    (xfail); other values than the CPU's run (xfail: the test's tolerance may take
+    them), certain or not."""
+    ops = ("aten::add.Tensor", "aten::exp")
+    certain = decide(Evidence("v", ops=ops, ops_declared=True, replay=(FAIL,)))
+    assert (certain.mode, certain.reason) == ("skip", "replay_failed:aten::add.Tensor")
+    assert certain.evidence == (
+        "replayed call of aten::add.Tensor failed: RuntimeError: tile count exceeds the "
+        "launch limit",
+        "not run: the replay re-checks it (select refresh --replay); it comes back when its "
+        "calls replay as on the CPU",
+    )
+    for unsure in ({"ops_uncertain": "device branch"}, {"ops": None}):
+        kw = {"ops": ops, **unsure}
+        got = decide(Evidence("v", ops_declared=True, replay=(FAIL,), **kw))  # type: ignore[arg-type]
+        assert (got.mode, got.reason) == ("xfail", "replay_failed:aten::add.Tensor")
+        assert got.evidence[-1].startswith("runs all the same: ")
+    for unsure in ({}, {"ops_uncertain": "device branch"}):
+        got = decide(Evidence("v", ops=ops, ops_declared=True, replay=(OFF,), **unsure))  # type: ignore[arg-type]
+        assert (got.mode, got.reason) == ("xfail", "replay_mismatch:aten::exp")
 
 
 def test_replay_evidence_survives_the_sidecar(tmp_path: Path) -> None:

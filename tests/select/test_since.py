@@ -812,6 +812,58 @@ def test_a_new_replay_re_decides_the_variants_whose_calls_it_judges_otherwise(
     assert "evaluated 0 of" in err
 
 
+def test_a_new_replay_re_decides_an_error_path_that_now_shows_the_kernel(
+    work: Work, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 33 item 4: test_mm calls mm, which the backend does not declare. Its
+    recorded call raises on the CPU; a replay where the device raised only a
+    missing kernel's NotImplementedError shows the test's expectation, not the op
+    (no_evidence); a new build whose mm raises the CPU's own RuntimeError has the
+    kernel (ops_supported). The new replay decides the variant again, although mm
+    is neither missing nor covered in its evidence."""
+    from ootest.device.calls import example_key
+    from ootest.opmap.replay import Replay, write_replay
+
+    mm = "test/test_beta.py::TestBeta::test_mm"
+    arg = {"T": "float32", "dev": True, "shape": [2, 3]}
+    call = json.dumps({"args": [arg, arg], "kwargs": {}})
+    rec = {"kind": "example", "variant_id": mm, "op": "aten::mm", "call": call}
+    # the fixture's capture with the call test_mm makes written down in it
+    (work / "ops.db").unlink()
+    suites.write_capture(work / "base.jsonl", [suites.V1, suites.V2])
+    base = (work / "base.jsonl").read_text() + json.dumps(rec) + "\n"
+    (work / "base.jsonl").write_text(base)
+    assert main(["ops", "ingest", "base.jsonl", "--db", "ops.db"]) == 0
+    key = example_key("aten::mm", call)
+
+    def replay(device_error: str, name: str) -> None:
+        rep = Replay({"kind": "replay", "device": "emu:faulty"})
+        rep.results[key] = {"kind": "call", "key": key, "op": "aten::mm", "status": "ok",
+                            "error_path": True, "error": device_error.partition(":")[0],
+                            "cpu_error": "RuntimeError: mat1 and mat2 shapes cannot be multiplied",
+                            "device_error": device_error, "same_message": False}  # fmt: skip
+        write_replay(work / name, rep)
+
+    replay("NotImplementedError: Could not run 'aten::mm' with arguments", "r0.jsonl")
+    replay("RuntimeError: mm: shapes do not match", "r1.jsonl")
+    since = ["select", "run", "--since", "old.db", "--memory", "old.db", "--device", "emu:faulty"]
+    rc, _, err = cli(capsys, *since, "--config", "suite.yaml", *SELECT, "--replay", "r0.jsonl",
+                     "--out", "a.yaml")  # fmt: skip
+    assert rc == 0, err
+
+    def decision(config: str) -> tuple[str, str]:
+        side = (work / config.replace(".yaml", ".evidence.jsonl")).read_text().splitlines()
+        d = next(json.loads(x)["decision"] for x in side if mm in x)
+        return d["mode"], d["reason"]
+
+    assert decision("a.yaml") == ("xfail", "no_evidence")
+    rc, _, err = cli(capsys, *since, "--config", "a.yaml", *SELECT, "--replay", "r1.jsonl",
+                     "--out", "b.yaml")  # fmt: skip
+    assert rc == 0, err
+    assert "evaluated 1 of" in err and "1 by the replay" in err
+    assert decision("b.yaml") == ("mandatory_success", "ops_supported")
+
+
 # ------------------------------------------------ history across changes (issue 34)
 def _results(path: Path, vid: str, outcome: str, times: list[float]) -> Path:
     recs = [{"kind": "result", "variant_id": vid, "outcome": outcome, "time": t,

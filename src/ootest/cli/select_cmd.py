@@ -465,10 +465,12 @@ def _judging(args: argparse.Namespace) -> Any:
 def _add_refresh(ssub: Any) -> None:
     f = ssub.add_parser(
         "refresh",
-        help="a whole upgrade in one command: index, diff, capture, re-decide, run, refine, write",
+        help="a whole upgrade in one command: index, diff, capture, replay, re-decide, run, "
+        "refine, write",
         description="Build the memory of the installed torch and test tree, capture the "
-        "variants that changed since --memory on the reference device (with --ops), re-decide "
-        "them (select run --since), run those variants on the device, "
+        "variants that changed since --memory on the reference device (with --ops), replay "
+        "the op map's calls on the device again (with --replay), re-decide what changed "
+        "(select run --since), run those variants on the device, "
         "refine from that run, and write the config, its evidence, the review page and a "
         "pull-request body. Resumable: a killed refresh goes on at the step it was in "
         "when run again. Extra arguments after -- go to pytest.",
@@ -495,7 +497,20 @@ def _add_refresh(ssub: Any) -> None:
     _add_capabilities(f)
     f.add_argument("--reference", type=Path, action="append", default=[], metavar="JSONL")
     f.add_argument("--results", type=Path, action="append", default=[], metavar="JSONL")
-    f.add_argument("--replay", type=Path, metavar="JSONL", help="the op map's calls replayed")
+    f.add_argument(
+        "--replay",
+        type=Path,
+        metavar="JSONL",
+        help="the op map's calls replayed (ootest ops replay): replayed again on the device "
+        "in the replay step, the new file written over this one at the end",
+    )
+    f.add_argument(
+        "--no-replay",
+        dest="replay_again",
+        action="store_false",
+        help="with --replay: keep it as it is, not replayed again (the variants it skips "
+        "for a failed call are then not re-checked)",
+    )
     f.add_argument("--scope", type=Path, metavar="FILE", help="select scope output")
     f.add_argument("-k", type=int, default=2, help="clean passes before mandatory (default 2)")
     f.add_argument("--max-rtol", type=float, default=None, help="as select refine --max-rtol")
@@ -535,6 +550,7 @@ def refresh(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         pytest_args=tuple(args.pytest_args or ()),
         fresh=args.fresh,
+        replay_again=args.replay_again,
     )
     done = do_refresh(job, say=lambda m: print(m, file=sys.stderr, flush=True))
     print(f"ootest: refresh: {'changed' if done.changed else 'unchanged'} {args.config}")

@@ -38,10 +38,11 @@ one op with one dtype signature have crashed (or hung), the rest of that op's
 calls with that signature are not run: they are recorded with the same status,
 ``"presumed": true`` and a detail that says so (calls are replayed grouped by
 op and signature, so they come next). Selection reads the file (``ootest select run
---replay``): a variant whose recorded calls crashed or hung is a skip, one whose
-calls failed or mismatched is run without being required to pass
-(Note [Selection rules]); a presumed call is no fact (it never ran): unknown,
-it skips nothing and the variant runs (``no_evidence``). Nothing here imports torch.
+--replay``): a variant certain to make a call that crashed, hung or failed is a
+skip (Note [A known failure is re-checked by the replay]), one whose calls
+mismatched is run without being required to pass (Note [Selection rules]); a
+presumed call is no fact (it never ran): unknown, it skips nothing and the
+variant runs (``no_evidence``). Nothing here imports torch.
 """
 
 from __future__ import annotations

@@ -58,6 +58,7 @@ __all__ = [
     "refine",
     "select",
     "support",
+    "target_of",
     "upgrade",
     "write",
 ]
@@ -245,6 +246,13 @@ def _target(backend: Backend) -> str | None:
         device = data.get("device") if isinstance(data, dict) else None
         return str(device) if device else None
     return None
+
+
+def target_of(backend: Backend, config: Path | None = None) -> str | None:
+    """The device the decisions are for (Note [Evidence origins]): ``--device``, else
+    the device a ``--detected`` probe ran on, else the ``device:`` of ``config`` (a
+    generated config on disk); None: not known."""
+    return _target(backend) or (_config_device(config) if config is not None else None)
 
 
 def _check_replay(replay: Path | None, target: str | None, notes: list[str]) -> Path | None:
@@ -467,11 +475,15 @@ def upgrade(
     out: Path | None = None,
     *,
     say: Callable[[str], None] | None = None,
+    replay_before: Path | None = None,
 ) -> Outcome:
     """Only what changed from the memory ``since`` to ``inputs.memory`` decided
     again in ``config`` (``select run --since``), nothing written:
     :meth:`Outcome.write` writes it to ``out`` (default: ``config``). ``say``
-    hears the judge's line when it was asked (before the upgrade is done)."""
+    hears the judge's line when it was asked (before the upgrade is done).
+    ``replay_before``: the replay ``inputs.replay`` is a new run of (the
+    refresh's ``replay`` step): the variants with a call whose result changed
+    between them are decided again too."""
     from ootest.atomic import check_output
     from ootest.select.since import upgrade as since_upgrade
 
@@ -481,7 +493,7 @@ def upgrade(
             "(the memory to compare with, and the config to update)"
         )
     said: list[str] = []  # what the sources' origins left out (Note [Evidence origins])
-    target = _target(inputs.backend) or _config_device(config)
+    target = target_of(inputs.backend, config)
     inputs = replace(inputs, replay=_check_replay(inputs.replay, target, said))
     sup = support(inputs.backend)
     scope, _areas, prefs_notes = _scope(inputs.scope)
@@ -534,7 +546,9 @@ def upgrade(
     judge = None
     if inputs.judge is not None:
         judge = _asking(inputs.judge, sup, prefs_notes, model, say)
-    o = since_upgrade(since, config, out, sources, sup, scope, provenance, judge)
+    o = since_upgrade(
+        since, config, out, sources, sup, scope, provenance, judge, replay_before=replay_before
+    )
     o.notes[:0] = [*fresh_notes, *(n.removeprefix("ootest: ") for n in [*said, *sources.notes])]
     return o
 

@@ -8,8 +8,8 @@ same rules (Note [Selection rules]), plus:
 - observed clean passes on the device are the strongest evidence: ``k`` clean
   passes in a row (default k = 2: an audit's, a run's) make any skip or xfail
   of the rules ``mandatory_success`` (``observed_pass:<k>``), a static skip
-  (``op_unsupported``, ``upstream_skip``, ``replay_crashed``...) included, its
-  evidence naming the decision it overrides; fewer make a static skip ``xfail``
+  (``op_unsupported``, ``upstream_skip``, ``replay_crashed``, ``replay_failed``...)
+  included, its evidence naming the decision it overrides; fewer make a static skip ``xfail``
   (``passed_on_device:<n>/<k>``) so that it runs until it has them. Never
   overridden: ``out_of_scope`` (the team's choice) and ``upstream_broken`` (the
   CPU fails it too);
@@ -323,7 +323,7 @@ def settle(ev: Evidence, d: Decision, k: int = 2) -> Decision | None:
         n += 1
     if n == 0:
         return None
-    was = () if promotable(d.reason) else (f"overrides {d.reason}: {'; '.join(d.evidence)}",)
+    was = () if promotable(d) else (f"overrides {d.reason}: {'; '.join(d.evidence)}",)
     if n >= k:
         return Decision(ev.variant_id, "mandatory_success", f"observed_pass:{k}",
                         (f"passed the last {k} runs on the device", *was), "refine")  # fmt: skip

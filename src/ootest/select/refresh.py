@@ -12,16 +12,24 @@ does after a PyTorch upgrade, each step the call the command of that step makes:
    on the reference device into a copy of the op map in the work folder
    (``ops.db``; Note [Fresh evidence for the delta]), moved variants' records
    following them; ``--no-capture`` makes the copy without capturing;
+   ``replay``: with ``--replay``, the calls of the op map step 3 decides from
+   (the copy, else ``--ops``) replayed again on the device (``ootest ops replay``
+   in a child process, into ``replay.jsonl`` in the work folder): a known
+   failure is re-checked here, not by running its test on every CI run (Note [A
+   known failure is re-checked by the replay]); ``--no-replay`` keeps the old
+   replay (the ``replay_failed`` skips are then not re-checked);
 3. ``decide``: only what changed decided again (``select run --since``:
    :func:`ootest.select.pipeline.upgrade`), into a staged config next to ``S``
-   (``S.refresh.yaml``: ``path:`` values and file keys resolve the same);
+   (``S.refresh.yaml``: ``path:`` values and file keys resolve the same), and,
+   with the new replay, every variant with a call whose result it changed;
 4. ``run``: the variants step 3 decided again, unless it skips them, run on the
    device by ``ootest run`` in a child process (supervised: crashes and hangs are
    results), as ``select audit`` runs its sample;
 5. ``refine``: the staged config refined from that run (``select refine``);
 6. ``write``: the staged config and its evidence over ``S``, the new memory over
-   ``OLD.db`` and the work folder's op map over ``--ops`` (what the config is now
-   decided from; both only when a decision changed), the review page
+   ``OLD.db``, the work folder's op map over ``--ops`` and its replay over
+   ``--replay`` (what the config is now decided from; all only when a decision
+   changed, all or none), the review page
    (``select review --previous``) and a Markdown pull-request body (the counts,
    the decisions that changed and why, the config's diff) into the work folder.
 
@@ -71,13 +79,30 @@ from ootest.select.pipeline import Inputs
 if TYPE_CHECKING:
     from ootest.memory import Collector
 
-__all__ = ["STEPS", "Refresh", "Refreshed", "Runner", "pr_body", "refresh", "work_dir"]
+__all__ = [
+    "STEPS",
+    "Refresh",
+    "Refreshed",
+    "Replayer",
+    "Runner",
+    "pr_body",
+    "refresh",
+    "work_dir",
+]
 
 #: The steps, in order (Note [Refresh]); ``begin`` keeps the config as it was.
-STEPS = ("begin", "index", "diff", "capture", "decide", "run", "refine", "write")
+STEPS = ("begin", "index", "diff", "capture", "replay", "decide", "run", "refine", "write")
 FORMAT = 1
 #: The files a refresh writes into its work folder (besides new.db*, ops.db* and run/).
-_OURS = ("state.json", "diff.json", "before.yaml", "before.evidence.jsonl", "review.html", "pr.md")
+_OURS = (
+    "state.json",
+    "diff.json",
+    "before.yaml",
+    "before.evidence.jsonl",
+    "review.html",
+    "pr.md",
+    "replay.jsonl",
+)
 #: What the pull-request body shows at the most: GitHub takes 65,536 characters.
 BODY_CHARS = 60_000
 CHANGE_ROWS = 30
@@ -98,6 +123,16 @@ class Runner(Protocol):
     ) -> None: ...
 
 
+class Replayer(Protocol):
+    """Replays the call examples of the op map ``ops`` on ``device`` against the
+    CPU into ``out`` (``ootest ops replay``, Note [Replaying calls]), each call
+    given ``timeout`` seconds."""
+
+    def __call__(
+        self, ops: Path, out: Path, *, device: str, timeout: float, say: Callable[[str], None]
+    ) -> None: ...
+
+
 @dataclass(frozen=True)
 class Refresh:
     """What to refresh, and from what."""
@@ -114,6 +149,8 @@ class Refresh:
     jobs: int = 1
     pytest_args: tuple[str, ...] = ()
     fresh: bool = False  # start over, whatever the work folder holds
+    #: with ``inputs.replay``: replay the op map's calls again (False: ``--no-replay``)
+    replay_again: bool = True
 
 
 @dataclass
@@ -161,11 +198,13 @@ def refresh(
     say: Callable[[str], None] = lambda _: None,
     runner: Runner | None = None,
     collector: Collector | None = None,
+    replayer: Replayer | None = None,
 ) -> Refreshed:
     """Do the steps of Note [Refresh] that the work folder has not done yet.
     ``runner`` runs a config on the device (default ``ootest run`` in a child
     process); ``collector`` collects variants for the memory (default: pytest in
-    child processes, as ``index build``)."""
+    child processes, as ``index build``); ``replayer`` replays the op map's calls
+    on the device (default ``ootest ops replay`` in a child process)."""
     from ootest.select.refine import sidecar_path
 
     config, memory = job.config, job.memory
@@ -186,7 +225,7 @@ def refresh(
     work = job.work or work_dir(config)
     _check_outputs(job, work)
     with _locked(job, work):
-        return _refresh(job, work, say, runner, collector)
+        return _refresh(job, work, say, runner, collector, replayer)
 
 
 def _refresh(
@@ -195,6 +234,7 @@ def _refresh(
     say: Callable[[str], None],
     runner: Runner | None,
     collector: Collector | None,
+    replayer: Replayer | None = None,
 ) -> Refreshed:
     state = _State.open(work, job)
     out = Refreshed(work, state.done, changed=bool(state.facts.get("changed")), facts=state.facts)
@@ -210,12 +250,14 @@ def _refresh(
         "index": _index,
         "diff": _diff,
         "capture": _capture,
+        "replay": _replay,
         "decide": _decide,
         "run": _run,
         "refine": _refine,
         "write": _write,
     }
-    ctx = _Ctx(job, work, state, say, runner or _ootest_run, collector)
+    ctx = _Ctx(job, work, state, say, runner or _ootest_run, collector, replayer or _ootest_replay)
+    _new_replay(ctx)  # a resumed refresh goes on only from the replay its replay step made
     for step in todo:
         say(f"ootest: refresh: {step}")
         started = time.perf_counter()
@@ -300,6 +342,8 @@ def _check_outputs(job: Refresh, work: Path) -> None:
     check_output(job.config, "--config")
     check_output(sidecar_path(job.config), "--config")
     check_output(job.memory, "--memory")
+    if job.inputs.replay is not None and job.replay_again:
+        check_output(job.inputs.replay, "--replay")  # the write step puts the new one there
     _check_work(work)
 
 
@@ -423,6 +467,8 @@ def _inputs_of(job: Refresh) -> dict[str, str]:
     }
     for flag, value in values.items():
         out[flag] = "-" if value is None else str(value)
+    if not job.replay_again:
+        out["--no-replay"] = "given"  # (absent otherwise: as refreshes begun before it)
     return out
 
 
@@ -435,13 +481,17 @@ def _check_inputs(job: Refresh, work: Path, facts: dict[str, Any]) -> None:
             "ootest); pass --fresh to start over"
         )
     now = _inputs_of(job)
-    new_db = work / "new.db"
+    # what the write step puts over an input (a refresh killed there: the renames
+    # of one write are not one act)
+    written = {"--memory ": work / "new.db", "--ops ": work / "ops.db"}
+    written["--replay "] = work / "replay.jsonl"
     for key in sorted(set(was) | set(now)):
         old, new = was.get(key, "not given"), now.get(key, "not given")
         if old == new:
             continue
-        if key.startswith("--memory ") and new_db.is_file() and new == _digest(new_db):
-            continue  # the write step's copy of the new memory (a refresh killed there)
+        ours = next((p for flag, p in written.items() if key.startswith(flag)), None)
+        if ours is not None and ours.is_file() and new == _digest(ours):
+            continue  # the write step's copy of the work folder's file
         raise UserError(
             f"{key}: changed since the refresh in {work} started ({old}, now {new}); pass "
             "--fresh to start over from the inputs as they are, or give them as they were"
@@ -456,10 +506,15 @@ class _Ctx:
     say: Callable[[str], None]
     runner: Runner
     collector: Collector | None
+    replayer: Replayer
 
     @property
     def facts(self) -> dict[str, Any]:
         return self.state.facts
+
+    @property
+    def replay(self) -> Path:
+        return self.work / "replay.jsonl"
 
     @property
     def new_db(self) -> Path:
@@ -582,6 +637,101 @@ def _capture(c: _Ctx) -> None:
     c.say(f"  {f.summary()}")
 
 
+def _replay(c: _Ctx) -> None:
+    """Note [A known failure is re-checked by the replay]: the op map's calls
+    replayed again on the device, so that what failed there before is checked again
+    at each refresh (and what works now comes back)."""
+    from ootest.opmap.replay import read_replay
+
+    inputs = c.job.inputs
+    if inputs.replay is None:
+        c.say("  no --replay: no replayed calls to check again")
+        return
+    if not c.job.replay_again:
+        c.say(
+            f"  --no-replay: {inputs.replay} is kept as it is; the variants it skips "
+            "(replay_failed) are not re-checked"
+        )
+        c.facts["replay"] = {"kept": True}
+        return
+    if "decide" in c.state.done:  # a refresh begun before this step existed
+        return
+    ops = c.ops_db if "capture" in c.facts else inputs.ops
+    if ops is None:
+        return  # the decide step says what --replay needs
+    from ootest.select.pipeline import target_of
+
+    device = target_of(inputs.backend, c.job.config)
+    if device is None:
+        c.say(
+            "  no --device, and the config names none: a replay cannot be checked against "
+            "the device the decisions are for; not replayed"
+        )
+        return
+    old = read_replay(inputs.replay).header
+    try:
+        timeout = float(old.get("timeout") or DEFAULT_REPLAY_TIMEOUT)
+    except (TypeError, ValueError):
+        timeout = DEFAULT_REPLAY_TIMEOUT
+    c.replay.unlink(missing_ok=True)
+    started = time.perf_counter()
+    c.replayer(ops, c.replay, device=device, timeout=timeout, say=c.say)
+    rep = read_replay(c.replay)
+    if not rep.header.get("complete"):
+        raise UserError(
+            f"--replay: the replay on {device} into {c.replay} stopped before its last call; "
+            "run the same command again to replay again"
+        )
+    counts = ", ".join(f"{n} {k}" for k, n in rep.counts().items() if n)
+    c.facts["replay"] = {
+        "device": device,
+        "calls": len(rep.results),
+        "summary": f"replayed {len(rep.results)} recorded calls on {device}: {counts}",
+        "seconds": round(time.perf_counter() - started, 2),
+        "digest": _digest(c.replay),
+    }
+    c.say(f"  {c.facts['replay']['summary']}")
+
+
+#: seconds per call when the old replay's header does not say (``ops replay``'s default)
+DEFAULT_REPLAY_TIMEOUT = 10.0
+
+
+def _new_replay(c: _Ctx) -> Path | None:
+    """The replay the replay step wrote (None: it wrote none), as it wrote it: a
+    file changed since is an error (the decisions would not be of the replay that
+    the write step puts over ``--replay``)."""
+    done = c.facts.get("replay") or {}
+    if not done.get("digest"):
+        return None
+    if not c.replay.is_file() or _digest(c.replay) != done["digest"]:
+        raise UserError(
+            f"--work {c.work}: its replay.jsonl changed since the replay step wrote it "
+            f"({done['digest']}); pass --fresh to start over"
+        )
+    return c.replay
+
+
+def _ootest_replay(
+    ops: Path, out: Path, *, device: str, timeout: float, say: Callable[[str], None]
+) -> None:
+    """The default :class:`Replayer`: ``ootest ops replay --db OPS --device D --out
+    OUT`` in a child process (torch is imported only in its workers)."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "ootest.cli", "ops", "replay", "--db", str(ops),
+           "--device", device, "--out", str(out), "--timeout", str(timeout), "-q"]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    if r.returncode != 0:
+        tail = "\n".join(lines[-15:])
+        raise UserError(
+            f"the replay on {device} failed (ootest ops replay exit status {r.returncode}; "
+            f"pass --no-replay to keep the replay you have); its output ends:\n{tail}"
+        )
+
+
 def _decide(c: _Ctx) -> None:
     from dataclasses import replace
 
@@ -589,13 +739,27 @@ def _decide(c: _Ctx) -> None:
 
     _unlink(c.staged)
     ops = c.ops_db if "capture" in c.facts else c.job.inputs.ops
+    new_replay = _new_replay(c)
     # the capture step made the delta's evidence fresh already (or there was none)
     how = replace(c.job.inputs.capture, enabled=None)
     inputs = replace(c.job.inputs, memory=c.new_db, ops=ops, capture=how)
+    if new_replay is not None:
+        inputs = replace(inputs, replay=new_replay)
     said: list[str] = []
-    o = upgrade(inputs, c.job.memory, c.job.config, c.staged, say=said.append)
+    o = upgrade(
+        inputs,
+        c.job.memory,
+        c.job.config,
+        c.staged,
+        say=said.append,
+        replay_before=c.job.inputs.replay if new_replay is not None else None,
+    )
     o.write()
-    c.facts["upgrade"] = {"summary": o.summary(), "notes": [*said, *o.notes]}
+    c.facts["upgrade"] = {
+        "summary": o.summary(),
+        "notes": [*said, *o.notes],
+        "by_replay": o.by_replay,
+    }
     c.say(f"  {o.summary()}")
     for note in o.notes:
         c.say(f"  {note}")
@@ -715,6 +879,9 @@ def _write(c: _Ctx) -> None:
         ops = c.job.inputs.ops
         if "capture" in c.facts and ops is not None:
             pairs.append((c.ops_db, ops))
+        replayed = _new_replay(c)
+        if replayed is not None and c.job.inputs.replay is not None:
+            pairs.append((replayed, c.job.inputs.replay))
         if c.staged.is_file():
             pairs += [(c.staged, config), (sidecar_path(c.staged), sidecar_path(config))]
         try:
@@ -723,8 +890,9 @@ def _write(c: _Ctx) -> None:
             from ootest.atomic import describe_os_error
 
             raise UserError(
-                f"--config {config}: {describe_os_error(e)}; the config, its evidence and "
-                f"--memory {c.job.memory} are unchanged; run the same command again to write them"
+                f"--config {config}: {describe_os_error(e)}; the config, its evidence, "
+                f"--memory {c.job.memory} and the op map and replay it names are unchanged; "
+                "run the same command again to write them"
             ) from None
     # else every decision and its evidence is as it was: the config, and the memory
     # its header names, stay (the next refresh compares with that memory)
@@ -770,6 +938,17 @@ def pr_body(
     ]
     if facts.get("capture"):
         lines.append(f"- **op evidence**: {md(facts['capture'].get('summary', ''), 500)}")
+    replay = facts.get("replay") or {}
+    if replay.get("kept"):
+        lines.append(
+            "- **replay**: not replayed again (`--no-replay`): the variants skipped for a "
+            "call that failed in the replay (`replay_failed`) are not re-checked"
+        )
+    elif replay.get("summary"):
+        n = up.get("by_replay", 0)
+        lines.append(
+            f"- **replay**: {md(replay['summary'], 500)}; {n} variants decided again by it"
+        )
     lines += [f"- **decisions**: {md(up.get('summary', ''), 500)}"]
     if run:
         outcomes = ", ".join(f"{n} {o}" for o, n in (run.get("outcomes") or {}).items())

@@ -25,9 +25,13 @@ the config (Note [Config patches] says how it is edited):
   variants of a file the new memory could not collect (Note [Files not
   collected]: not removed; the run says so in one line). With ``--replay`` (a
   new ``ootest ops replay``: a new backend build, a new capture), the variants
-  whose replay evidence changes (faults, or undeclared ops its calls cover) are
-  decided again too (``changed: ["replay"]``); a replay the config's header
-  already names changes nothing and is not read. Pass the same memory twice
+  whose replay evidence changes (faults, undeclared ops its calls cover or show
+  only an error path of, calls presumed to crash) are decided again too
+  (``changed: ["replay"]``); given the replay it is a new run of (the refresh's
+  ``replay`` step), so is every variant with a call whose result differs between
+  the two: a ``replay_failed`` skip comes back when its calls replay as on the
+  CPU (Note [A known failure is re-checked by the replay]). A replay the
+  config's header already names changes nothing and is not read. Pass the same memory twice
   (``--since M.db --memory M.db``) when only the backend changed.
 - **an enabled op** (``select enable OP --ops DB --config S``): the variants
   whose evidence lists an op the new rule covers among their missing ops are
@@ -111,6 +115,8 @@ class Outcome:
     held: list[str] = field(default_factory=list)
     unplaceable: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: variants decided again only because the replay judges their calls otherwise
+    by_replay: int = 0
 
     def summary(self) -> str:
         head = f"evaluated {self.evaluated:,} of {self.total:,} variants"
@@ -626,10 +632,13 @@ def upgrade(
     scope: Container[str] | None,
     provenance: Callable[[str], str],
     judge: Judging | None = None,
+    replay_before: Path | None = None,
 ) -> Outcome:
     """Re-decide what the memory diff from ``old_db`` to ``sources.memory`` reports
     added or modified (Note [Incremental selection]); ``judge``: the model judge
-    for what the rules leave open among them."""
+    for what the rules leave open among them; ``replay_before``: the replay
+    ``sources.replay`` is a new run of (the refresh's), whose changed rows name
+    variants to decide again too."""
     from ootest.memory import diff_indexes
 
     new_db = sources.memory
@@ -655,7 +664,7 @@ def upgrade(
         why[new] = ("moved", *reasons)
     if sources.replay is not None and sources.ops is not None:
         renamed = {o: n for n, o in origin.items()}
-        for v in _replay_moved(config, sources):
+        for v in _replay_moved(config, sources, replay_before):
             v = renamed.get(v, v)
             if v in origin and "replay" not in why[v]:
                 why[v] = (*why[v], "replay")
@@ -701,6 +710,7 @@ def upgrade(
     if sources.replay is not None:
         o.details.append(f"{n_replay} by the replay")
     o.details.append(f"{len(gone)} removed")
+    o.by_replay = n_replay
     skipping = len(re.findall(r"^\s*unlisted_test_mode: *skip\b", o.new_text, re.M))
     if skipping:
         o.notes.append(
@@ -829,9 +839,13 @@ def _carry(
     return extra, priors, dropped, demoted
 
 
-def _replay_moved(config: Path, sources: Sources) -> set[str]:
+def _replay_moved(config: Path, sources: Sources, before: Path | None = None) -> set[str]:
     """The variants whose replay evidence the replay file changes (Note [Incremental
-    selection]): none when it is the replay the config names in its header."""
+    selection]): none when it is the replay the config names in its header.
+    ``before``: the replay this one is a new run of; a variant of the config with a
+    call whose result differs between the two is decided again too, whatever its
+    evidence says (a ``replay_failed`` skip whose call now replays as on the CPU
+    comes back: Note [A known failure is re-checked by the replay])."""
     from ootest.select.gather import Replayed, replayed
     from ootest.select.writer import REPLAY_LINE, file_digest
 
@@ -840,14 +854,27 @@ def _replay_moved(config: Path, sources: Sources) -> set[str]:
     if f"# {REPLAY_LINE}{file_digest(sources.replay)}\n" in head:
         return set()
     got = replayed(sources.ops, sources.replay)
+    rows = _rows_changed(sources.ops, before, sources.replay) if before is not None else set()
     moved: set[str] = set()
     for ev, _d, _fp in read_sidecar(sidecar_path(config)):
         vid = ev.variant_id
-        rp = got.get(vid, Replayed())
-        undeclared = sorted({*ev.missing_ops, *ev.replay_covered})
-        covered = [o for o in undeclared if o in rp.ops]
-        if ev.replay != rp.faults or sorted(ev.replay_covered) != covered:
+        if vid in rows:
             moved.add(vid)
+            continue
+        rp = got.get(vid, Replayed())
+        undeclared = sorted({*ev.missing_ops, *ev.replay_covered, *ev.replay_error_only})
+        # as gather lifts them: an error path met only by another exception class
+        # (a missing kernel's) is neither missing nor supported
+        covered = [o for o in undeclared if o in rp.ops and o not in rp.by_class]
+        error_only = [o for o in undeclared if o in rp.ops and o in rp.by_class]
+        if (
+            ev.replay != rp.faults
+            or sorted(ev.replay_covered) != covered
+            or sorted(ev.replay_error_only) != error_only
+        ):
+            moved.add(vid)
+        if ev.replay_presumed != tuple(f"{op} {status}" for status, op in rp.presumed):
+            moved.add(vid)  # a call presumed to crash now ran, or the other way round
         # an undeclared dtype the replay now lifts, or no longer does (its calls
         # written down in that dtype: all working, or not)
         for d in {*ev.missing_dtypes, *ev.replay_dtypes}:
@@ -855,6 +882,30 @@ def _replay_moved(config: Path, sources: Sources) -> set[str]:
             if calls and all(c in rp.pairs for c in calls) != (d in ev.replay_dtypes):
                 moved.add(vid)
     return moved
+
+
+#: what of a replayed call's result is not evidence: its timing
+_UNTIMED = ("seconds",)
+
+
+def _rows_changed(ops: Path, before: Path, after: Path) -> set[str]:
+    """The variants of the op map ``ops`` with a recorded call whose result differs
+    between the replays ``before`` and ``after`` (a result one of them lacks
+    included; its timing aside)."""
+    from ootest.opmap.replay import read_replay
+    from ootest.opmap.store import OpStore
+
+    old, new = read_replay(before).results, read_replay(after).results
+
+    def bare(rec: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        return None if rec is None else {k: v for k, v in rec.items() if k not in _UNTIMED}
+
+    keys = {k for k in old.keys() | new.keys() if bare(old.get(k)) != bare(new.get(k))}
+    if not keys:
+        return set()
+    with OpStore.open(ops) as store:
+        calls = store.example_keys()
+    return {vid for vid, ks in calls.items() if not keys.isdisjoint(ks)}
 
 
 # ------------------------------------------------------------------ an enabled op
