@@ -267,6 +267,26 @@ def test_the_refresh_downloads_what_the_capture_published(tmp_path: Path) -> Non
     for k, v in {**ref["env"], "TORCH_ROOT": "/torch"}.items():
         argv = [a.replace(f"${k}", v) for a in argv]
     assert _parser().parse_args(argv).ops == Path(ref["env"]["OOTEST_OPS"])
+    # with the replayed calls the config names, kept in the cache under their
+    # digest: the refresh replays again and re-checks the known failures
+    assert _parser().parse_args(argv).replay == Path(ref["env"]["OOTEST_REPLAY"])
+    named = {st.get("name"): st for st in refresh["steps"]}
+    restore = named["the replayed calls the config names"]
+    config = ws / "ootest.yaml"
+    config.write_text("# memory sha256:1; op map sha256:2\n# replayed calls sha256:0123abcd\n")
+    out = ws / "out.txt"
+    r = _bash(restore["run"], ws, {**ref["env"], "OOTEST_CONFIG": str(config),
+                                   "GITHUB_OUTPUT": str(out)})  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert out.read_text() == "key=ootest-replay-spyre-sha256:0123abcd\n"
+    steps = refresh["steps"]
+    at = steps.index(restore)
+    assert steps[at + 1]["with"] == {
+        "path": ref["env"]["OOTEST_REPLAY"], "key": "${{ steps.replay.outputs.key }}"
+    }  # fmt: skip
+    save = steps[steps.index(named["the replayed calls the config names now"]) + 1]
+    assert save["with"]["path"] == ref["env"]["OOTEST_REPLAY"]
+    assert "steps.replay_saved.outputs.key != steps.replay.outputs.key" in save["if"]
     # nothing published for this torch: the job fails and says what to run
     r = _bash(step["run"], ws, {**env, "PYTHONPATH": "", "TREE_COMMIT": "d" * 40})
     assert r.returncode == 1
@@ -281,6 +301,7 @@ def test_without_capture_the_refresh_is_as_before(tmp_path: Path) -> None:
     init(tmp_path, "spyre", "torch_spyre", 1, False, refresh="41 5 * * 1")
     text = (tmp_path / REFRESH_WF).read_text()
     assert "--ops" not in text and "gh release" not in text and "OOTEST_OPS" not in text
+    assert "--replay" not in text and "OOTEST_REPLAY" not in text
     assert not (tmp_path / WF).exists()
     assert not (tmp_path / "scripts" / "ootest_capture_torch.sh").exists()
 

@@ -573,3 +573,20 @@ def test_a_replay_that_cannot_run_says_how_to_go_on(tmp_path: Path) -> None:
         "to keep the replay you have); its output ends:"
     )
     assert "holds no call examples" in rest and "Traceback" not in rest
+
+
+def test_a_first_replay_is_written_where_replay_names_and_re_checks_the_skips(
+    built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A scheduled refresh whose replay file is not there (its first, or a cache
+    that lost it): the replay step writes the first one; the config's evidence
+    (beta's add call failed) is what it is compared with, so the skip whose call
+    now replays as on the CPU comes back all the same."""
+    at, job = _replayed_setup(built, tmp_path / "a", capsys)
+    (at / "replay.jsonl").unlink()
+    device = Device()
+    done = _again(job, Replays(), device, [])
+    assert done.changed
+    assert _decisions(at / "suite.yaml")[ADD] == ("mandatory_success", "ops_supported")
+    assert device.resumed == [False]
+    assert (at / "replay.jsonl").read_bytes() == (done.work / "replay.jsonl").read_bytes()

@@ -502,7 +502,8 @@ def _add_refresh(ssub: Any) -> None:
         type=Path,
         metavar="JSONL",
         help="the op map's calls replayed (ootest ops replay): replayed again on the device "
-        "in the replay step, the new file written over this one at the end",
+        "in the replay step, the new file written over this one at the end (a file not "
+        "there yet is written: the first replay, compared with the config's evidence)",
     )
     f.add_argument(
         "--no-replay",

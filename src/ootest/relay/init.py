@@ -441,7 +441,7 @@ jobs:
         with:
           path: .ootest/memory.db
           key: ${{{{ steps.memory.outputs.key }}}}
-      - id: refresh
+{replay_restore}      - id: refresh
         name: ootest select refresh
         run: |
           if [ -n "$SEED_SHA" ]; then
@@ -468,7 +468,7 @@ jobs:
         with:
           path: .ootest/memory.db
           key: ${{{{ steps.saved.outputs.key }}}}
-      - uses: {upload}
+{replay_save}      - uses: {upload}
         if: steps.refresh.outputs.changed == 'true'
         with:
           name: ootest-refresh
@@ -545,6 +545,32 @@ REFRESH_OPMAP = """\
             exit 1
           fi
           gunzip "$OOTEST_OPS.gz"
+"""
+
+# The replayed calls the config was decided from (Note [A known failure is
+# re-checked by the replay]): kept in the Actions cache under the digest the
+# config's header names (`# replayed calls sha256:...`); the refresh replays the
+# op map again on the device and compares (a file not there yet is its first).
+REFRESH_REPLAY_RESTORE = """\
+      - id: replay
+        name: the replayed calls the config names
+        run: echo "key=ootest-replay-{device}-$(sed -n 's/^# replayed calls \\(sha256:[0-9a-f]*\\)$/\\1/p' "$OOTEST_CONFIG" | head -n 1)" >> "$GITHUB_OUTPUT"
+      - uses: {cache_restore}
+        if: inputs.seed_torch_sha == ''
+        with:
+          path: .ootest/replay.jsonl
+          key: ${{{{ steps.replay.outputs.key }}}}
+"""
+
+REFRESH_REPLAY_SAVE = """\
+      - id: replay_saved
+        name: the replayed calls the config names now
+        run: echo "key=ootest-replay-{device}-$(sed -n 's/^# replayed calls \\(sha256:[0-9a-f]*\\)$/\\1/p' "$OOTEST_CONFIG" | head -n 1)" >> "$GITHUB_OUTPUT"
+      - uses: {cache_save}
+        if: steps.replay_saved.outputs.key != steps.replay.outputs.key && hashFiles('.ootest/replay.jsonl') != ''
+        with:
+          path: .ootest/replay.jsonl
+          key: ${{{{ steps.replay_saved.outputs.key }}}}
 """
 
 CAPTURE = """\
@@ -926,8 +952,16 @@ def init(
             opmap_step=""
             if capture is None
             else REFRESH_OPMAP.format(device=device, tag=OPMAP_TAG, asset=OPMAP_ASSET),
-            ops_arg="" if capture is None else ' --ops "$OOTEST_OPS"',
-            ops_env="" if capture is None else "\n  OOTEST_OPS: .ootest/ops.db",
+            ops_arg="" if capture is None else ' --ops "$OOTEST_OPS" --replay "$OOTEST_REPLAY"',
+            ops_env=""
+            if capture is None
+            else "\n  OOTEST_OPS: .ootest/ops.db\n  OOTEST_REPLAY: .ootest/replay.jsonl",
+            replay_restore=""
+            if capture is None
+            else REFRESH_REPLAY_RESTORE.format(device=device, cache_restore=CACHE_RESTORE),
+            replay_save=""
+            if capture is None
+            else REFRESH_REPLAY_SAVE.format(device=device, cache_save=CACHE_SAVE),
             **common,
         )
     if capture is not None:

@@ -17,7 +17,9 @@ does after a PyTorch upgrade, each step the call the command of that step makes:
    in a child process, into ``replay.jsonl`` in the work folder): a known
    failure is re-checked here, not by running its test on every CI run (Note [A
    known failure is re-checked by the replay]); ``--no-replay`` keeps the old
-   replay (the ``replay_failed`` skips are then not re-checked);
+   replay (the ``replay_failed`` skips are then not re-checked); a ``--replay``
+   file not there yet is written (the first replay: the config's evidence is
+   what it is compared with);
 3. ``decide``: only what changed decided again (``select run --since``:
    :func:`ootest.select.pipeline.upgrade`), into a staged config next to ``S``
    (``S.refresh.yaml``: ``path:`` values and file keys resolve the same), and,
@@ -668,7 +670,9 @@ def _replay(c: _Ctx) -> None:
             "the device the decisions are for; not replayed"
         )
         return
-    old = read_replay(inputs.replay).header
+    # no replay yet (a scheduled refresh's first, or its cache lost): this one is
+    # the first; the decide step compares the config's evidence with it
+    old = read_replay(inputs.replay).header if inputs.replay.is_file() else {}
     try:
         timeout = float(old.get("timeout") or DEFAULT_REPLAY_TIMEOUT)
     except (TypeError, ValueError):
@@ -752,7 +756,11 @@ def _decide(c: _Ctx) -> None:
         c.job.config,
         c.staged,
         say=said.append,
-        replay_before=c.job.inputs.replay if new_replay is not None else None,
+        replay_before=c.job.inputs.replay
+        if new_replay is not None
+        and c.job.inputs.replay is not None
+        and c.job.inputs.replay.is_file()
+        else None,
     )
     o.write()
     c.facts["upgrade"] = {
