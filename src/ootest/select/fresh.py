@@ -111,25 +111,32 @@ def capture_variants(
     """The default :class:`Capturer`: ``ootest ops capture FILES --only ONLY --memory
     M --replace`` into ``db``, in a child process (it never imports torch here; the
     capture's own pytest is supervised: a crash costs one variant)."""
+    args = ["ops", "capture", *map(str, files), "--only", str(only), "--replace",
+            "--db", str(db), "--device", device, "--timeout", str(timeout), "-q"]  # fmt: skip
+    if memory is not None:
+        args += ["--memory", str(memory)]
+    lines = ootest_child(
+        args,
+        f"the delta capture on {device} failed (ootest ops capture exit status {{rc}}; "
+        "pass --no-capture where no reference device can be built)",
+    )
+    if lines:
+        say(f"  {lines[-1]}")
+
+
+def ootest_child(args: list[str], failed: str) -> list[str]:
+    """``ootest ARGS`` in a child process (this one never imports torch): its
+    output lines; a failure is one error, ``failed`` (``{rc}``: the exit status)
+    and the end of its output."""
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-m", "ootest.cli", "ops", "capture", *map(str, files),
-           "--only", str(only), "--replace", "--db", str(db), "--device", device,
-           "--timeout", str(timeout), "-q"]  # fmt: skip
-    if memory is not None:
-        cmd += ["--memory", str(memory)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "ootest.cli", *args], capture_output=True, text=True)
     lines = (r.stdout + r.stderr).strip().splitlines()
     if r.returncode != 0:
         tail = "\n".join(lines[-15:])
-        raise UserError(
-            f"the delta capture on {device} failed (ootest ops capture exit status "
-            f"{r.returncode}; pass --no-capture where no reference device can be built); "
-            f"its output ends:\n{tail}"
-        )
-    if lines:
-        say(f"  {lines[-1]}")
+        raise UserError(f"{failed.format(rc=r.returncode)}; its output ends:\n{tail}")
+    return lines
 
 
 @dataclass

@@ -721,19 +721,14 @@ def _ootest_replay(
 ) -> None:
     """The default :class:`Replayer`: ``ootest ops replay --db OPS --device D --out
     OUT`` in a child process (torch is imported only in its workers)."""
-    import subprocess
-    import sys
+    from ootest.select.fresh import ootest_child
 
-    cmd = [sys.executable, "-m", "ootest.cli", "ops", "replay", "--db", str(ops),
-           "--device", device, "--out", str(out), "--timeout", str(timeout), "-q"]  # fmt: skip
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    lines = (r.stdout + r.stderr).strip().splitlines()
-    if r.returncode != 0:
-        tail = "\n".join(lines[-15:])
-        raise UserError(
-            f"the replay on {device} failed (ootest ops replay exit status {r.returncode}; "
-            f"pass --no-replay to keep the replay you have); its output ends:\n{tail}"
-        )
+    ootest_child(
+        ["ops", "replay", "--db", str(ops), "--device", device, "--out", str(out),
+         "--timeout", str(timeout), "-q"],
+        f"the replay on {device} failed (ootest ops replay exit status {{rc}}; pass "
+        "--no-replay to keep the replay you have)",
+    )  # fmt: skip
 
 
 def _decide(c: _Ctx) -> None:
