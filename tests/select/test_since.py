@@ -989,3 +989,26 @@ def test_no_upgrade_writes_a_config_that_lists_no_file(
     assert "# 0 variants" not in text and "test_alpha.py" not in text
     rc, _, err = cli(capsys, "config", "validate", "up.yaml", "--no-paths")
     assert rc == 0, err
+
+
+def test_an_upgrade_names_the_backend_it_was_decided_for_now(
+    work: Work, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A refresh under a new torch or backend build: the header's ``backend:`` line
+    says what was probed or declared now, as a full selection would (it said the
+    old build's, torch version included)."""
+    other = [*SELECT[: SELECT.index("--dtypes") + 1], "float32,int64,bool",
+             *SELECT[SELECT.index("--dtypes") + 2 :]]  # fmt: skip
+    rc, _, err = cli(
+        capsys, "select", "run", "--since", "old.db", "--memory", "new.db",
+        "--config", "suite.yaml", *other, "--out", "new.yaml",
+    )  # fmt: skip
+    assert rc == 0, err
+    rc, _, err = cli(capsys, "select", "run", "--memory", "new.db", *other, "--out", "full.yaml")
+    assert rc == 0, err
+
+    def backend(name: str) -> str:
+        text = (work / name).read_text()
+        return next(x for x in text.splitlines() if x.startswith("# backend: "))
+
+    assert backend("new.yaml") == backend("full.yaml") != backend("suite.yaml")

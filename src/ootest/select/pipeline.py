@@ -531,6 +531,11 @@ def upgrade(
     named = inputs.replay is None or _header_has(config, "# " + REPLAY_LINE)
 
     def provenance(line: str) -> str:
+        if line.startswith("# backend: ") and "; ootest " in line:
+            # what was probed or declared now (a refresh's new torch and backend build)
+            from ootest.version import ootest_version
+
+            return f"# backend: {sup.source}; ootest {ootest_version()}"
         if line.startswith("# " + REPLAY_LINE) and inputs.replay is not None:
             return f"# {REPLAY_LINE}{digests[2].result()}"
         if line.startswith("# memory "):
