@@ -284,3 +284,22 @@ def test_a_call_with_tensors_on_both_sides_is_not_judged_by_the_cpus() -> None:
     assert str(apart["detail"]).startswith("tensors on the CPU and the device: the device raised")
     assert replay(on, on)["status"] == "failed"  # all on the device: its failure
     assert replay(on, scalar)["status"] == "failed"
+
+
+def test_conjugate_and_negative_views_are_rebuilt_as_views() -> None:
+    """Note [Conjugate and negative views]: a lazy conj or neg view is recorded
+    and rebuilt as one (a copy of a conj view off a young backend crashed it while
+    a copy of its plain values replayed fine), with the view's own values."""
+    z = torch.complex(torch.randn(3), torch.randn(3)).to(DEV).conj()
+    n = torch._neg_view(torch.tensor([1.0, -2.0, float("inf")]).to(DEV))
+    spec, (cargs, _), (dargs, _) = roundtrip(z, n)
+    assert spec["args"][0]["conj"] is True and "neg" not in spec["args"][0]
+    assert spec["args"][1]["neg"] is True and spec["args"][1]["v"] == [-1.0, 2.0, "-inf"]
+    for c, d in zip(cargs, dargs, strict=True):
+        assert (c.is_conj(), c.is_neg()) == (d.is_conj(), d.is_neg())
+    assert cargs[0].is_conj() and cargs[1].is_neg()
+    assert torch.equal(cargs[0].resolve_conj(), dargs[0].cpu().resolve_conj())
+    assert torch.equal(cargs[1].resolve_neg(), torch.tensor([-1.0, 2.0, float("-inf")]))
+    assert torch.equal(dargs[1].cpu().resolve_neg(), cargs[1].resolve_neg())
+    plain = json.loads(encode_call((torch.ones(2, device=DEV),), {}, DEV) or "{}")
+    assert "conj" not in plain["args"][0] and "neg" not in plain["args"][0]

@@ -14,7 +14,7 @@ def test_call_examples_on_emu() -> None:
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     summary = r.stdout.strip().splitlines()[-1]
-    assert summary.startswith("11 passed"), summary
+    assert summary.startswith("12 passed"), summary
 
 
 def test_a_call_holding_tensors_on_both_sides_is_told_apart() -> None:

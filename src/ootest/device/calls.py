@@ -20,7 +20,7 @@ the format's readers without torch can still import it.
 Format (JSON): ``{"args": [A...], "kwargs": {name: A}}`` where A is a number,
 string, bool, null, a list of A, or one of
 ``{"T": dtype, "shape": [...], "stride": [...]?, "dev": bool, "v": [...]?,
-"lo": n?, "hi": n?}``, ``{"dtype": name}``, ``{"device": bool}``,
+"lo": n?, "hi": n?, "conj": true?, "neg": true?}``, ``{"dtype": name}``, ``{"device": bool}``,
 ``{"layout": name}``, ``{"memory_format": name}``.
 """
 
@@ -131,6 +131,13 @@ def _tensor(t: Any, device: str) -> dict[str, Any]:
         "dev": dev,
     }
     n = t.numel()
+    # a lazy conjugate or negation (Note [Conjugate and negative views]) is how
+    # the kernels see the tensor: a copy of a conj view off the device is another
+    # call than a copy of its values
+    if t.is_conj():
+        out["conj"] = True
+    if t.is_neg():
+        out["neg"] = True
     if not t.is_contiguous():
         out["stride"] = list(t.stride())
     if n:  # where the view sits in its storage, when an op may reach past it
@@ -262,6 +269,27 @@ _INT_BOUND = 1 << 62  # random integers are drawn inside int64 (hi + 1 must fit)
 
 
 def _build(a: dict[str, Any], device: str, gen: Any) -> tuple[Any, Any]:
+    """Note [Conjugate and negative views]: a tensor recorded with its conj or neg
+    bit set is rebuilt as the same lazy view of the rebuilt values, on both sides
+    (values are never kept for complex tensors: seeded ones, viewed alike)."""
+    if a.get("neg") and "v" in a:  # the kept values are the view's: its base's are negated
+        flip = {"inf": "-inf", "-inf": "inf", "nan": "nan"}
+        a = {**a, "v": [flip[x] if isinstance(x, str) else -x for x in a["v"]]}
+    cpu, dev = _build_values(a, device, gen)
+    for bit, view in (("neg", "_neg_view"), ("conj", "conj")):
+        if a.get(bit):
+            import torch
+
+            make = getattr(torch, view)
+            cpu = make(cpu)
+            try:
+                dev = make(dev)
+            except Exception as e:  # the device cannot take the view
+                raise Unplaced(e) from e
+    return cpu, dev
+
+
+def _build_values(a: dict[str, Any], device: str, gen: Any) -> tuple[Any, Any]:
     import torch
 
     dtype = getattr(torch, str(a["T"]))
