@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -420,3 +421,111 @@ def test_device_work_in_a_thread_is_no_evidence_of_no_device_ops(tmp_path: Path)
     assert got["test_in_a_thread"].evidence == (
         "op set may differ per device: the test starts threads, which op capture does not see into",
     )
+
+
+GRAPH_BREAK = """
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+
+def helper(b):
+    return b.exp()  # a frame of its own: Dynamo's hook is set while it runs
+
+
+class TestBreak(TestCase):
+    def test_graph_break(self, device):
+        def f(a):
+            b = a.sin()
+            torch._dynamo.graph_break()
+            c = helper(b)
+            print(c)  # runs eagerly in the compiled frame: printed under the recorder
+            return c.cos()
+
+        g = torch.compile(f, backend="aot_eager")
+        a = torch.ones(2, device=device)
+        self.assertEqual(g(a).cpu(), torch.ones(2).sin().exp().cos())
+
+
+instantiate_device_type_tests(TestBreak, globals())
+"""
+
+
+def test_the_recorder_is_never_traced_by_dynamo(tmp_path: Path) -> None:
+    """Note [Capture cost]: the recorder switches Dynamo's frame hook off itself
+    (torch's own wrapper cost two Python frames per call). Eager device calls made
+    while Dynamo's hook is set (printing a device tensor at a graph break) reach the
+    recorder, which must run as plain Python: recorded as eager, the test passing,
+    and Dynamo compiling no frame of the recorder."""
+    (tmp_path / "test_brk.py").write_text(GRAPH_BREAK)
+    cap = tmp_path / "ops.jsonl"
+    r = run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_brk.py", "-q", "-s",
+         "--ootest-device", "emu:full", "--ootest-ops-capture", str(cap)],
+        cwd=tmp_path, env={"TORCH_LOGS": "dynamo,aot_graphs"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    traced = re.findall(r"start tracing (\S+) (\S+)", r.stdout + r.stderr)
+    assert ("f", "test_brk.py:13") in [(n, Path(f).name) for n, f in traced], traced
+    assert not [n for n, f in traced if "opcapture.py" in f and n != "_str"], traced
+    ops, stops, recs = _stream(cap)
+    (v,) = stops
+    assert stops[v]["outcome"] == "passed"
+    assert "aten::masked_select" in ops[v], ops[v]  # what printing did, eagerly
+    compiled: set[str] = set()
+    for x in recs:
+        if x["kind"] == "ops" and x["mode"] == "compiled":
+            compiled |= set(x["ops"])
+    assert {"aten::sin", "aten::exp", "aten::cos"} <= compiled, compiled
+
+
+SKIPPED_FIRST = """
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestEnds(TestCase):
+    @classmethod
+    def tearDownClass(cls):
+        torch.ones(2, device=cls.device_type).exp()  # in the last test's teardown
+        super().tearDownClass()
+
+    def test_1(self, device):
+        torch.ones(2, device=device).sin()
+
+    def test_2(self, device):
+        torch.ones(2, device=device).cos()
+
+    def test_3(self, device):
+        torch.ones(2, device=device).tanh()
+
+
+instantiate_device_type_tests(TestEnds, globals())
+"""
+
+
+def test_a_config_skip_records_what_the_teardown_after_it_calls(tmp_path: Path) -> None:
+    """A variant the config skips runs no code and is not recorded under the recorder
+    (Note [Capture cost]), except where a scope's teardown follows it: the last
+    test of a class tears the class down, and what ``tearDownClass`` calls on the
+    device is that variant's, as it always was. Every variant gets its stop record."""
+    (tmp_path / "test_ends.py").write_text(SKIPPED_FIRST)
+    (tmp_path / "cfg.yaml").write_text(
+        "test_suite_config:\n  device: emu:full\n  files:\n    - path: ./test_ends.py\n"
+        "      unlisted_test_mode: skip\n      tests:\n"
+        "        - names: [TestEnds::test_1]\n"
+    )
+    r, cap = _capture(tmp_path, "test_ends.py", SKIPPED_FIRST, "emu:full",
+                      "--ootest-config", "cfg.yaml")  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    ops, stops, _ = _stream(cap)
+    by = {v.rpartition("::")[2]: v for v in stops}
+    assert {t: stops[v]["outcome"] for t, v in by.items()} == {
+        "test_1": "passed",
+        "test_2": "skipped",
+        "test_3": "skipped",
+    }
+    assert "aten::sin" in ops[by["test_1"]] and by["test_2"] not in ops
+    assert "aten::exp" in ops[by["test_3"]], ops  # tearDownClass, in test_3's teardown
+    assert "aten::tanh" not in ops[by["test_3"]]

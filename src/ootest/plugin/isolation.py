@@ -81,7 +81,7 @@ class Isolation:
         if self._inflight is not None:
             self._track({"phase": "run", "pytest_nodeid": item.nodeid, **result_fields(item)})
         armed = self.timeout is not None and self.timeout > 0
-        armed = armed and not _runs_no_code(item, nextitem)
+        armed = armed and not runs_no_code(item, nextitem)
         if armed and self.timeout:
             faulthandler.dump_traceback_later(
                 self.timeout, exit=True, file=self._fault_fh or sys.stderr
@@ -95,14 +95,15 @@ class Isolation:
                 crash.clear_inflight(self._inflight)
 
 
-def _runs_no_code(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
+def runs_no_code(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
     """Whether ``item`` can run no code that might hang: it carries an unconditional
     ``skip`` mark (how a config skips a variant), so pytest skips it before setting
     anything up, and the next test shares its parent, so its teardown tears down
     nothing either (the last test of a class or module tears down that scope:
     ``tearDownClass``, fixtures, which may hang, so it keeps its timeout).
 
-    The timeout is ``faulthandler``'s watchdog, a thread started and joined per
+    The op capture does not enter its recorder for such a test either (Note
+    [Capture cost]). The timeout is ``faulthandler``'s watchdog, a thread started and joined per
     test: 0.2-0.7 ms each on two loaded cores, 14 s of wall time over the 23,300
     variants a config skips in real ``test_unary_ufuncs.py`` (``ootest ops
     capture`` arms it by default; bench/README.md, "Op capture")."""

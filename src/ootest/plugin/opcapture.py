@@ -77,6 +77,7 @@ import pytest
 
 from ootest.device.calls import encode_call
 from ootest.opmap.names import DATA_TRANSFER
+from ootest.plugin.isolation import runs_no_code as _runs_no_code
 from ootest.record.results import Appender
 
 if TYPE_CHECKING:
@@ -194,6 +195,13 @@ class OpCapture:
         obj = getattr(item, "obj", None)
         if _branches_on_device(getattr(obj, "__func__", obj)):
             self.out.write({"kind": "device_branch", "variant_id": self.variant})
+        if _runs_no_code(item, nextitem):
+            # skipped before setup, tearing nothing down: no op can run, so the
+            # recorder is not entered (Note [Capture cost]); its records are the same
+            try:
+                return (yield)
+            finally:
+                self._finish()
         threads: list[bool] = []
         prev: Any = threading.getprofile()  # untyped: called with the event as given
 
@@ -311,18 +319,37 @@ def _make_mode(capture: OpCapture) -> Any:
     - per (op, dtypes): ``[calls, largest elements, returned once]`` in one list,
       mutated in place, where counts, sizes and the ends set were three lookups;
     - a tensor's device is read only when it is not on the CPU (``Tensor.device``
-      builds a ``torch.device`` per call, ``is_cpu`` does not);
+      builds a ``torch.device`` per call, ``is_cpu`` does not), and then looked up
+      in a small dict of devices seen (``device.type`` builds a string per call:
+      325 ns against 140 ns);
+    - Dynamo: torch wraps every mode's ``__torch_dispatch__`` in
+      ``torch._disable_dynamo``, two Python frames per call (a lazy look-up, then
+      Dynamo's ``DisableContext``, which also asks for the compile stance and
+      whether it is exporting). The recorder opts out (``_should_skip_dynamo``)
+      and does the same in two C calls (``_dynamo_hooks``): Dynamo runs the frames
+      of ``__torch_dispatch__`` as they are, and its frame hook is off until the
+      call returns, so no frame of the recorder is compiled (a test printing a
+      device tensor at a graph break reaches the recorder with the hook set).
+      Where torch has not both, its wrapper stays;
+    - the kernel is called through ``OpOverload._op``, without the Python frame
+      of ``OpOverload.__call__`` (a subclass of ``OpOverload`` is called as is);
     - a composite kernel is followed with the mode pushed back on torch's dispatch
       stack directly: ``with self`` re-saves the mode flags, which inside
       ``__torch_dispatch__`` are already set by the test's own ``with``;
     - a call whose lists hold more arguments than an example may carry
-      (``stack`` of 1,024 slices) is not encoded at all (``calls.too_many``).
+      (``stack`` of 1,024 slices) is not encoded at all (``calls.too_many``);
+    - a variant the config skips, where no scope's teardown follows, runs no code
+      (``isolation.runs_no_code``): the recorder is not entered for it at all;
+      its records (a device-branch flag, the stop) are written as before.
 
     Measured on real ``test_unary_ufuncs.py`` (bench/README.md, "Op capture"):
     the test bodies of ``test_batch_vs_slicing`` cost 2.1x plain under the old
     recorder and 2.0x now, of which following composite kernels alone (the floor
     above) is 1.7-1.8x. The bigger costs on that file were per variant, not per
     call: ``_branches_on_device`` and the timeout watchdog (plugin/isolation.py).
+    The Dynamo, ``_op`` and device look-ups above took 15-20% more off each call
+    (bench/capture_calls.py); the captured bodies stay about 2x plain, most of it
+    torch's crossing from C++ to Python and back per call, not the bookkeeping.
     """
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -333,6 +360,22 @@ def _make_mode(capture: OpCapture) -> Any:
     sig_names: dict[tuple[Any, ...], tuple[str, ...]] = {}  # dtypes -> distinct names, sorted
     push = getattr(torch._C, "_push_on_torch_dispatch_stack", None)
     pop = getattr(torch._C, "_pop_torch_dispatch_stack", None)
+    # Dynamo kept out of the recorder by the recorder itself (Note [Capture cost]);
+    # None on a torch without what that needs: torch's own wrapper then
+    skip_frame, set_eval_frame = _dynamo_hooks(torch)
+    no_dynamo: Any = set_eval_frame or (lambda callback: None)
+    overload = getattr(getattr(torch, "_ops", None), "OpOverload", None)
+
+    on_device: dict[Any, bool] = {}  # torch.device -> whether it is the device under test
+
+    def ours(d: Any) -> bool:
+        """Whether ``d``, a tensor's ``torch.device`` not in ``on_device`` yet, is
+        the device under test (``device.type`` builds a string per call; the hot
+        path looks the device up in ``on_device`` instead)."""
+        o: bool = d.type == device
+        if len(on_device) < 64:  # devices are few; bounded all the same
+            on_device[d] = o
+        return o
 
     def scan(items: Any, found: list[Any]) -> int:
         """Appends the dtypes of the tensors on the device among ``items`` (and in
@@ -340,14 +383,20 @@ def _make_mode(capture: OpCapture) -> Any:
         size = 0
         for a in items:
             if isinstance(a, tensor):
-                if not a.is_cpu and a.device.type == device:
-                    found.append(a.dtype)
-                    size += a.numel()
+                if not a.is_cpu:
+                    d = a.device
+                    o = on_device.get(d)
+                    if o or (o is None and ours(d)):
+                        found.append(a.dtype)
+                        size += a.numel()
             elif isinstance(a, (list, tuple)):
                 for b in a:
-                    if isinstance(b, tensor) and not b.is_cpu and b.device.type == device:
-                        found.append(b.dtype)
-                        size += b.numel()
+                    if isinstance(b, tensor) and not b.is_cpu:
+                        d = b.device
+                        o = on_device.get(d)
+                        if o or (o is None and ours(d)):
+                            found.append(b.dtype)
+                            size += b.numel()
         return size
 
     def scan_kwargs(kwargs: dict[str, Any], found: list[Any]) -> tuple[int, bool]:
@@ -360,7 +409,12 @@ def _make_mode(capture: OpCapture) -> Any:
             dt = kwargs.get("dtype")
             if dt is not None:
                 found.append(dt)
-        return scan([v for k, v in kwargs.items() if k != "device"], found), on
+        size = 0
+        for k, v in kwargs.items():
+            # most keyword arguments are no tensors (``memory_format``, ``dtype``...)
+            if k != "device" and isinstance(v, (tensor, list, tuple)):
+                size += scan((v,), found)
+        return size, on
 
     def example(args: Any, kwargs: dict[str, Any]) -> str | None:
         try:
@@ -384,11 +438,15 @@ def _make_mode(capture: OpCapture) -> Any:
     class _Op:
         """One overload as the recorder knows it (Note [Capture cost])."""
 
-        __slots__ = ("following", "func", "key", "name")
+        __slots__ = ("following", "func", "key", "name", "run")
 
         def __init__(self, func: Any) -> None:
             self.func = func  # keeps id(func) from being reused
             self.name: str = func.name()
+            # the kernel entry ``OpOverload.__call__`` calls, without its Python frame
+            # (a subclass may call otherwise: it is called as it is)
+            run = getattr(func, "_op", None) if type(func) is overload else None
+            self.run: Any = run if callable(run) else func
             self.key: Any = composite_key(func)
             self.following = False  # its composite kernel is being followed
 
@@ -398,6 +456,13 @@ def _make_mode(capture: OpCapture) -> Any:
         @classmethod
         def ignore_compile_internals(cls) -> bool:
             return True  # compile as usual; graphs come from the aot_graphs log
+
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            # torch wraps ``__torch_dispatch__`` in two Python layers that switch
+            # Dynamo's frame hook off for the call; the recorder does it itself
+            # where it can (Note [Capture cost])
+            return set_eval_frame is None
 
         def start(self) -> None:
             self.called: set[int] = set()  # ops (by id) the variant called
@@ -427,49 +492,53 @@ def _make_mode(capture: OpCapture) -> Any:
         def __torch_dispatch__(
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
         ) -> Any:
-            kwargs = kwargs or {}
-            op = ops.get(id(func))
-            if op is None:
-                op = ops[id(func)] = _Op(func)
-            found: list[Any] = []
-            size = scan(args, found)
-            on = False
-            if kwargs:
-                more, on = scan_kwargs(kwargs, found)
-                size += more
-            st: list[Any] | None = None
-            call: tuple[int, tuple[Any, ...]] | None = None
-            if found or on:  # calls off the device are neither recorded nor followed
-                if op.key is not None and not op.following:
-                    # no kernel of the backend's own: the backend receives what the
-                    # composite kernel calls, so follow it (with the recorder on). A
-                    # composite kernel that dispatches its own op again (``detach``)
-                    # reaches the recorder once more: that call is recorded and run.
-                    return self._follow(op, args, kwargs)
-                dtypes = tuple(found)
-                call = (id(func), dtypes)
-                st = self.stats.get(call)
-                if st is None:
-                    st = self.stats[call] = [1, size, False]
-                    self._first(op, call, dtypes, args, kwargs)
-                else:
-                    st[0] += 1
-                    if size > st[1]:
-                        st[1] = size
-                        spec = example(args, kwargs)
-                        if spec is not None:
-                            self.largest[call] = spec
+            prior = no_dynamo(None)
             try:
-                out = func(*args, **kwargs)
-            except Exception as e:
-                if self.stop[0] is None:  # the innermost op: the one whose kernel raised
-                    self.stop = (op.name, type(e).__name__)
-                if call is not None:
-                    self.ended(call, type(e), args, kwargs)
-                raise
-            if call is not None and st is not None and not st[2]:
-                self.ended(call, None, args, kwargs)
-            return out
+                kwargs = kwargs or {}
+                op = ops.get(id(func))
+                if op is None:
+                    op = ops[id(func)] = _Op(func)
+                found: list[Any] = []
+                size = scan(args, found)
+                on = False
+                if kwargs:
+                    more, on = scan_kwargs(kwargs, found)
+                    size += more
+                st: list[Any] | None = None
+                call: tuple[int, tuple[Any, ...]] | None = None
+                if found or on:  # calls off the device are neither recorded nor followed
+                    if op.key is not None and not op.following:
+                        # no kernel of the backend's own: the backend receives what the
+                        # composite kernel calls, so follow it (with the recorder on). A
+                        # composite kernel that dispatches its own op again (``detach``)
+                        # reaches the recorder once more: that call is recorded and run.
+                        return self._follow(op, args, kwargs)
+                    dtypes = tuple(found)
+                    call = (id(func), dtypes)
+                    st = self.stats.get(call)
+                    if st is None:
+                        st = self.stats[call] = [1, size, False]
+                        self._first(op, call, dtypes, args, kwargs)
+                    else:
+                        st[0] += 1
+                        if size > st[1]:
+                            st[1] = size
+                            spec = example(args, kwargs)
+                            if spec is not None:
+                                self.largest[call] = spec
+                try:
+                    out = op.run(*args, **kwargs)
+                except Exception as e:
+                    if self.stop[0] is None:  # the innermost op: the one whose kernel raised
+                        self.stop = (op.name, type(e).__name__)
+                    if call is not None:
+                        self.ended(call, type(e), args, kwargs)
+                    raise
+                if call is not None and st is not None and not st[2]:
+                    self.ended(call, None, args, kwargs)
+                return out
+            finally:
+                no_dynamo(prior)
 
         def _follow(self, op: _Op, args: Any, kwargs: dict[str, Any]) -> Any:
             op.following = True
@@ -535,9 +604,36 @@ def _make_mode(capture: OpCapture) -> Any:
             if spec is not None:
                 capture.example(ops[call[0]].name, spec)
 
+    if set_eval_frame is not None:
+        skip_frame(Recording.__torch_dispatch__.__code__)
     mode: Any = Recording()
     mode.start()
     return mode
+
+
+def _dynamo_hooks(torch: Any) -> tuple[Any, Any]:
+    """``(skip_frame(code), set_eval_frame(callback))`` from torch's C part, or
+    ``(None, None)`` where this torch has not both (Note [Capture cost]).
+
+    ``skip_frame``: Dynamo runs frames of that code as they are (as it runs its
+    own files) instead of compiling them; ``set_eval_frame(None)``: no frame the
+    call makes is compiled either, until the previous hook is set back. What
+    torch's wrapper of ``__torch_dispatch__`` does, in two C calls."""
+    ev = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
+    set_eval_frame = getattr(ev, "set_eval_frame", None)
+    set_strategy = getattr(ev, "set_code_exec_strategy", None)
+    try:
+        action = ev._FrameAction  # type: ignore[union-attr]
+        strategy = ev._FrameExecStrategy(action.SKIP, action.DEFAULT)  # type: ignore[union-attr]
+    except Exception:  # another torch
+        return None, None
+    if not callable(set_eval_frame) or not callable(set_strategy):
+        return None, None
+
+    def skip_frame(code: Any) -> None:
+        set_strategy(code, strategy)
+
+    return skip_frame, set_eval_frame
 
 
 def _watch_printing(capture: OpCapture) -> Any:
