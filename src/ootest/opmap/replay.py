@@ -92,7 +92,10 @@ def _signal_name(rc: int) -> str:
 
 def signature_of(call: str) -> str:
     """The dtypes of a call example's device tensors (and a ``dtype=``), distinct and
-    sorted: the signature a crash or hang is presumed for (Note [Replaying calls])."""
+    sorted: the signature a crash or hang is presumed for (Note [Replaying calls]).
+    A tensor that is a lazy conj or neg view counts apart (``complex64+conj``): a
+    crash copying a conj view says nothing of a plain copy (Note [Conjugate and
+    negative views] in ootest.device.calls)."""
     found: set[str] = set()
 
     def walk(a: Any) -> None:
@@ -101,8 +104,9 @@ def signature_of(call: str) -> str:
                 walk(b)
         elif isinstance(a, dict):
             if "T" in a:
-                if a.get("dev"):
-                    found.add(str(a["T"]))
+                if a.get("dev"):  # a lazy conj or neg view is another kernel path
+                    bits = "".join(f"+{b}" for b in ("conj", "neg") if a.get(b))
+                    found.add(str(a["T"]) + bits)
             elif "dtype" in a:
                 found.add(str(a["dtype"]))
 
