@@ -188,3 +188,15 @@ def test_the_signature_of_a_call_and_of_a_hostile_one() -> None:
     assert signature_of(conj) == "complex64+conj" != signature_of(plain) == "complex64"
     assert signature_of('{"args": [' * 100_000) == "?"
     assert signature_of("[" * 100_000 + "]" * 100_000) == "?"
+
+
+def test_a_missing_kernels_error_names_its_op() -> None:
+    from ootest.device.replay_worker import _missing_kernel
+
+    e = NotImplementedError(
+        "Could not run 'aten::_index_put_impl_' with arguments from the 'PrivateUse1' "
+        "backend. This could be because the operator doesn't exist for this backend"
+    )
+    assert _missing_kernel(e) == "aten::_index_put_impl_"
+    assert _missing_kernel(RuntimeError(str(e))) is None  # not the dispatcher's
+    assert _missing_kernel(NotImplementedError("no such thing")) is None

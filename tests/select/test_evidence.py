@@ -84,6 +84,9 @@ def _world(
                 res["detail"] = "boom"
             elif status == "presumed":  # not run: earlier calls of it crashed
                 res.update(status="crashed", presumed=True, detail="not run: 2 calls crashed")
+            elif status == "no_kernel":  # tensors on both sides, a missing kernel's error
+                res.update(status="unusable", error="NotImplementedError", no_kernel=op,
+                           detail="tensors on the CPU and the device")  # fmt: skip
             rep.results[key] = res
         if vid in branch:
             recs.append({"kind": "device_branch", "variant_id": vid})
@@ -882,3 +885,31 @@ def test_a_gate_is_lifted_only_by_complete_replayed_evidence(
             assert all(works(cs) for cs in by_op.values()), (dtype, made)
     if decide(ev).mode == "mandatory_success":
         assert all(works(cs) for cs in by_op.values()), made
+
+
+def test_a_declared_op_a_cross_device_call_shows_without_a_kernel_is_not_mandatory(
+    tmp_path: Path,
+) -> None:
+    """A hand list declares ``_index_put_impl_``, which the device lacks; the only
+    call of it the op map wrote down indexes a device tensor with a CPU index
+    (tensors on both sides: the CPU cannot judge it, ``unusable``), and the device
+    raised "Could not run 'aten::_index_put_impl_' ...". No kernel ran, whatever
+    the test expects: the declaration proves nothing, the variant runs
+    (``no_evidence``), never mandatory; without that mark it stays mandatory."""
+    vid = "t.py::T::test_index_put[dtype=float32]"
+    op = "aten::_index_put_impl_"
+    for status, want in (("no_kernel", ("xfail", "no_evidence")),
+                         ("unusable", ("mandatory_success", "ops_supported"))):  # fmt: skip
+        db, rep = _world(tmp_path / status, {vid: [(op, "float32", True, status)]})
+        (ev,) = gather([Candidate(vid, ("float32",))], Sources(ops=db, replay=rep),
+                       _declared(op), None)  # fmt: skip
+        d = decide(ev)
+        assert (d.mode, d.reason) == want, d
+    assert ev.replay_no_kernel == ()
+    db, rep = _world(tmp_path / "again", {vid: [(op, "float32", True, "no_kernel")]})
+    (ev,) = gather([Candidate(vid, ("float32",))], Sources(ops=db, replay=rep), _declared(op), None)
+    assert ev.replay_no_kernel == (op,)
+    assert (
+        "no kernel ran: aten::_index_put_impl_ raised a missing kernel's error"
+        in (decide(ev).evidence[0])
+    )

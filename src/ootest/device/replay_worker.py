@@ -178,10 +178,14 @@ def replay_one(
         if cpu_error is not None:
             return _error_path(cpu_error, e, device)
         if places_apart(spec):  # the CPU's call is not this one: nothing to compare
-            return {"status": "unusable", "error": type(e).__name__,
-                    "detail": "tensors on the CPU and the device: the device raised "
-                    f"{_what(e)}, which the CPU, holding them all, cannot say it should "
-                    "not (a cross-device error a test expects?)"}  # fmt: skip
+            out = {"status": "unusable", "error": type(e).__name__,
+                   "detail": "tensors on the CPU and the device: the device raised "
+                   f"{_what(e)}, which the CPU, holding them all, cannot say it should "
+                   "not (a cross-device error a test expects?)"}  # fmt: skip
+            kernel = _missing_kernel(e)
+            if kernel is not None:  # whatever the test expects, no kernel ran
+                out["no_kernel"] = kernel
+            return out
         return {"status": "failed", "error": type(e).__name__, "detail": _short(str(e))}
     took = time.perf_counter() - start
     if cpu_error is not None:
@@ -236,6 +240,18 @@ def _unplaced(op: Any, spec: Any, seed: int, error: Exception, device: str) -> d
                 f"({_what(cpu_error)}): the op never ran on the device"}  # fmt: skip
     return {"status": "failed", "error": type(error).__name__,
             "detail": f"{where}: {_short(str(error))}"}  # fmt: skip
+
+
+_NO_KERNEL = re.compile(r"Could not run '([\w:.]+)' with arguments from the '[^']+' backend")
+
+
+def _missing_kernel(e: BaseException) -> str | None:
+    """The op a dispatcher's missing-kernel error names (``NotImplementedError``:
+    "Could not run 'aten::x' with arguments from the 'B' backend"), else None."""
+    if not isinstance(e, NotImplementedError):
+        return None
+    m = _NO_KERNEL.search(str(e)[:2000])
+    return m[1] if m else None
 
 
 def _what(e: BaseException) -> str:

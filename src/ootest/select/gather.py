@@ -343,6 +343,11 @@ def gather(
                     raised.update(o for o in ops if rp.ops[o])
         ev.replay = rp.faults
         ev.replay_presumed = tuple(f"{op} {status}" for status, op in rp.presumed)
+        if known is not None and callable(covers):
+            # a declared op a cross-device call showed without a kernel
+            ev.replay_no_kernel = tuple(
+                o for o in known[0] if o in rp.no_kernel and o not in ev.missing_ops
+            )
         ev.replay_raised = tuple(sorted(raised))
         cpu_runs = cpu.get(c.variant_id)
         ev.cpu = cpu_runs[-1] if cpu_runs else None
@@ -465,6 +470,10 @@ class Replayed:
     #: of the CPU's (a missing kernel's ``NotImplementedError`` for a
     #: ``RuntimeError``): the test expecting it passes, the op is not shown there
     by_class: frozenset[str] = frozenset()
+    #: ops with a call that holds tensors on the CPU and the device (not judged by
+    #: the CPU's: ``unusable``) where the device raised a missing kernel's error:
+    #: whatever the test expects, no kernel of the op ran there
+    no_kernel: frozenset[str] = frozenset()
 
     @property
     def seen(self) -> frozenset[tuple[str, str]]:
@@ -501,8 +510,11 @@ def replayed(
         # calls that raised alike only through the class hierarchy (a missing
         # kernel's NotImplementedError for the CPU's RuntimeError): key -> op
         by_class: dict[str, str] = {}
+        no_kernel: dict[str, str] = {}  # key -> op (Replayed.no_kernel)
         for key, op, call in store.examples():
             r = rep.results.get(key)
+            if r is not None and r.get("status") == "unusable" and r.get("no_kernel"):
+                no_kernel[key] = op
             if r is not None and r.get("presumed"):
                 # never run (Note [Replaying calls]): a guess from other calls, no
                 # fact about this one; it lifts nothing and skips nothing
@@ -562,7 +574,8 @@ def replayed(
         faults = tuple(sorted(bad, key=lambda f: (FAULTS.index(f[0]), f[1], f[2]))) if bad else ()
         guessed = tuple(sorted({presumed[k] for k in ks if k in presumed}))
         sub = frozenset(by_class[k] for k in ks if k in by_class)
-        out[vid] = Replayed(faults, works, pairs, mine, guessed, sub)
+        lacking = frozenset(no_kernel[k] for k in ks if k in no_kernel)
+        out[vid] = Replayed(faults, works, pairs, mine, guessed, sub, lacking)
     return out
 
 

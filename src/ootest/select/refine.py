@@ -66,6 +66,7 @@ _REPLAY_KEYS = (
     "replay_raised",
     "replay_presumed",
     "replay_error_only",
+    "replay_no_kernel",
 )
 
 
@@ -151,6 +152,7 @@ def parse_row(row: dict[str, Any], declared: bool = True) -> tuple[Evidence, Dec
             "replay_raised": tuple(raw.get("replay_raised", ())),
             "replay_presumed": tuple(raw.get("replay_presumed", ())),
             "replay_error_only": tuple(raw.get("replay_error_only", ())),
+            "replay_no_kernel": tuple(raw.get("replay_no_kernel", ())),
             # a line written before it was recorded: as the config's header says
             "ops_declared": bool(raw.get("ops_declared", declared)),
         }

@@ -63,8 +63,12 @@ the CPU and raises on the device an exception of the same class or a subclass
 path, which a test that expects the exception passes (``replay_raised``). It
 proves that error path, nothing more: an undeclared op whose error path was met
 only by a subclass (a missing kernel's ``NotImplementedError``) is neither
-missing nor supported (``replay_error_only``: ``no_evidence``, it runs); and a
-call presumed to crash, never run, is no fact (``replay_presumed``: the same).
+missing nor supported (``replay_error_only``: ``no_evidence``, it runs); a
+call presumed to crash, never run, is no fact (``replay_presumed``: the same);
+and a call holding tensors on the CPU and the device, which the CPU cannot judge,
+that raised a missing kernel's error on the device shows the op has no kernel
+there whatever the test expects: a declaration of it proves nothing
+(``replay_no_kernel``: the same).
 
 Note [A known failure is re-checked by the replay]
 A call of a certain op set that raised on the device where the CPU returned is a
@@ -142,6 +146,11 @@ class Evidence:
     #: (a missing kernel's ``NotImplementedError`` for the ``RuntimeError`` the
     #: test expects): not missing (the test may pass), not supported either
     replay_error_only: tuple[str, ...] = ()
+    #: ops it calls, declared or lifted, whose recorded call held tensors on the CPU
+    #: and the device and raised a missing kernel's error on the device: not judged
+    #: by the CPU's (a cross-device error the test may expect), but no kernel ran, so
+    #: a declaration of the op is no evidence it works: never mandatory, it runs
+    replay_no_kernel: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -213,7 +222,7 @@ def decide(ev: Evidence) -> Decision:
         )
     if ev.replay:
         return _replayed(ev, certain)
-    if ev.replay_presumed or ev.replay_error_only:
+    if ev.replay_presumed or ev.replay_error_only or ev.replay_no_kernel:
         # a presumption is no fact, and an error path met by a missing kernel
         # proves the test's expectation only: not a skip, no positive evidence
         return Decision(vid, "xfail", "no_evidence", (_unknown(ev),))
@@ -265,6 +274,12 @@ def _unknown(ev: Evidence) -> str:
             f"; error path only: {', '.join(ev.replay_error_only)} raised on the device another "
             "exception class than on the CPU (a missing kernel's?), which this test accepts; "
             "its support is not shown"
+        )
+    if ev.replay_no_kernel:
+        why += (
+            f"; no kernel ran: {', '.join(ev.replay_no_kernel)} raised a missing kernel's "
+            "error on the device in a replayed call with tensors on the CPU and the device "
+            "(a cross-device error this test may expect); its declaration is not shown"
         )
     if ev.replay_presumed:
         why += (

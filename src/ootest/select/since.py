@@ -414,6 +414,7 @@ def _row(
         "replay_raised",
         "replay_presumed",
         "replay_error_only",
+        "replay_no_kernel",
     ):
         if evidence[key]:
             evidence[key] = list(evidence[key])
@@ -875,6 +876,10 @@ def _replay_moved(config: Path, sources: Sources, before: Path | None = None) ->
             moved.add(vid)
         if ev.replay_presumed != tuple(f"{op} {status}" for status, op in rp.presumed):
             moved.add(vid)  # a call presumed to crash now ran, or the other way round
+        if set(ev.replay_no_kernel) != {o for o in (ev.ops or ()) if o in rp.no_kernel} - set(
+            ev.missing_ops
+        ):
+            moved.add(vid)  # a kernel a cross-device call lacked is there now, or gone
         # an undeclared dtype the replay now lifts, or no longer does (its calls
         # written down in that dtype: all working, or not)
         for d in {*ev.missing_dtypes, *ev.replay_dtypes}:
