@@ -476,31 +476,28 @@ def main() -> int:
             env=t_env,
         )
         select_note = r.log_tail(f"select run {tag}", n=4)
-        shutil.rmtree(run_dir, ignore_errors=True)
-        base = ootest("run", str(suite), "--device", target, "--timeout", str(args.timeout), "-q")
-        cmds = [[*c, *extra] for c in sharded(base, k, run_dir)]
-        r.step(
-            f"config run {tag}",
-            cmds,
-            ok=(0, 1, 3),
-            env={**shard_env, **t_env},
-            cwds=[run_dir / f"s{i}" for i in range(1, k + 1)],
-        )
-        if not (reuse and (truth_dir / "s1" / "results.jsonl").exists()):
-            shutil.rmtree(truth_dir, ignore_errors=True)
-            all_yaml = tw / "all.yaml"
-            truth_config(all_yaml, [str(f.relative_to(troot)) for f in files])
+
+        def run_all(
+            name: str, config: Path, out: Path, target: str = target, t_env: dict[str, str] = t_env
+        ) -> None:
+            """``ootest run CONFIG`` in K shards side by side, each in ``out/sI``."""
+            shutil.rmtree(out, ignore_errors=True)
             base = ootest(
-                "run", str(all_yaml), "--device", target, "--timeout", str(args.timeout), "-q"
+                "run", str(config), "--device", target, "--timeout", str(args.timeout), "-q"
             )
-            cmds = [[*c, *extra] for c in sharded(base, k, truth_dir)]
             r.step(
-                f"truth run {tag}",
-                cmds,
+                name,
+                [[*c, *extra] for c in sharded(base, k, out)],
                 ok=(0, 1, 3),
                 env={**shard_env, **t_env},
-                cwds=[truth_dir / f"s{i}" for i in range(1, k + 1)],
+                cwds=[out / f"s{i}" for i in range(1, k + 1)],
             )
+
+        run_all(f"config run {tag}", suite, run_dir)
+        if not (reuse and (truth_dir / "s1" / "results.jsonl").exists()):
+            all_yaml = tw / "all.yaml"
+            truth_config(all_yaml, [str(f.relative_to(troot)) for f in files])
+            run_all(f"truth run {tag}", all_yaml, truth_dir)
         q = quality(
             decisions(suite),
             results(sorted(run_dir.glob("s*/results.jsonl"))),
@@ -577,9 +574,9 @@ def refreshed(
         env=t_env,
     )
     facts = json.loads((rw / "work" / "state.json").read_text()).get("facts", {})
-    q = quality(
-        decisions(rw / "suite.yaml"), {}, results(sorted(truth_dir.glob("s*/results.jsonl")))
-    )
+    decided = decisions(rw / "suite.yaml")
+    q = quality(decided, {}, results(sorted(truth_dir.glob("s*/results.jsonl"))))
+    q["decided_modes"] = dict(sorted(Counter(m for m, _ in decided.values()).items()))
     d = q["decided"]
     print(f"  refresh from {old}: {st.wall:.1f} s wall, {st.cpu:.1f} s CPU")
     for key in ("memory_diff", "upgrade"):
@@ -594,7 +591,7 @@ def refreshed(
     print(
         f"    refreshed config, as decided: precision {d['precision']:.1%} "
         f"({d['tp']}/{d['mandatory_ran']}), recall {d['recall']:.1%} ({d['tp']}/{q['passing']}); "
-        f"modes {q['config_modes'] if q['config_modes'] else ''}"
+        f"modes {q['decided_modes']}"
     )
     return {"wall": st.wall, "cpu": st.cpu, "rss_mb": st.rss_mb, "facts": facts, "quality": q}
 
