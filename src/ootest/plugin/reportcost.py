@@ -78,7 +78,6 @@ class ParsedSources:
         self.max_bytes = max_bytes
         self._nodes: OrderedDict[Any, tuple[tuple[int, int], Any]] = OrderedDict()
         self._bytes = 0
-        self.hits = 0
 
     @staticmethod
     def _stamp(key: Any) -> tuple[int, int] | None:
@@ -96,7 +95,6 @@ class ParsedSources:
             self._drop(key)
             return default
         self._nodes.move_to_end(key)
-        self.hits += 1
         return held[1]
 
     def __setitem__(self, key: Any, node: Any) -> None:
