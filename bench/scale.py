@@ -589,6 +589,10 @@ def refreshed(
         "    steps (s): " + ", ".join(f"{k} {v}" for k, v in (facts.get("seconds") or {}).items())
     )
     print(
+        "    steps (CPU s): "
+        + ", ".join(f"{k} {v}" for k, v in (facts.get("cpu_seconds") or {}).items())
+    )
+    print(
         f"    refreshed config, as decided: precision {d['precision']:.1%} "
         f"({d['tp']}/{d['mandatory_ran']}), recall {d['recall']:.1%} ({d['tp']}/{q['passing']}); "
         f"modes {q['decided_modes']}"

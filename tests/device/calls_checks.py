@@ -228,10 +228,10 @@ def test_inputs_the_device_cannot_take(monkeypatch: object) -> None:
 
     real = calls._to
 
-    def refuse(t: torch.Tensor, device: str) -> torch.Tensor:
+    def refuse(t: torch.Tensor, device: str, cpu: object = None) -> torch.Tensor:
         if t.dtype == torch.float64 and device != "cpu":
-            raise calls.Unplaced(NotImplementedError("no Double here"))
-        return real(t, device)
+            raise calls.Unplaced(NotImplementedError("no Double here"), cpu)
+        return real(t, device, cpu)
 
     monkeypatch.setattr(calls, "_to", refuse)  # type: ignore[attr-defined]
 
@@ -253,6 +253,42 @@ def test_inputs_the_device_cannot_take(monkeypatch: object) -> None:
         "and it raises on the CPU (RuntimeError: "
     ), err
     assert str(err["detail"]).endswith("): the op never ran on the device"), err
+
+    # Note [A refresh replays what can change a decision]: a call an earlier replay
+    # found the device could not take is re-checked by placement alone: the same
+    # error keeps its row (flip is not run: run, it raises on the CPU: unusable);
+    # a device that takes the inputs now replays it whole
+    row = {"error": got["error"], "detail": got["detail"]}
+
+    def again(dtype: str, was: dict[str, object], *rest: object) -> dict[str, object]:
+        call = json.dumps({"args": [{"T": dtype, "shape": [2, 2], "dev": True}, *rest],
+                           "kwargs": {}})  # fmt: skip
+        return replay_one({"key": "0" * 20, "op": "aten::flip", "call": call,
+                           "unplaced": was}, DEV)  # fmt: skip
+
+    assert again("float64", row, [0, 0]) == {"status": "failed", **row}
+    assert again("float64", {**row, "detail": "other"}, [0, 0])["status"] == "unusable"
+    assert again("float32", row, [0])["status"] == "ok"
+
+    # the CPU's side of a call the device cannot take is built once, with the same
+    # values as the CPU alone builds them (seeded ones, views and values after it)
+    spec = {"args": [{"T": "float32", "shape": [3], "dev": True},
+                     {"T": "float64", "shape": [2, 3], "dev": True, "stride": [1, 2]},
+                     {"T": "complex64", "shape": [3], "dev": True, "conj": True},
+                     {"T": "int64", "shape": [3], "dev": True, "lo": 0, "hi": 9}],
+            "kwargs": {"out": {"T": "float64", "shape": [1], "dev": True, "v": [2.5]}}}  # fmt: skip
+    try:
+        decode_call(spec, DEV, seed=11)
+        raise AssertionError("the float64 inputs were taken")
+    except calls.Unplaced as u:
+        assert u.call is not None
+        (alone, kw_alone), _ = decode_call(spec, "cpu", seed=11)
+        got_args, got_kw = u.call
+        assert len(got_args) == len(alone) == 4 and set(got_kw) == {"out"}
+        for a, b in zip([*got_args, got_kw["out"]], [*alone, kw_alone["out"]], strict=True):
+            assert a.device.type == "cpu" and a.is_conj() == b.is_conj()
+            assert a.stride() == b.stride()
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 def test_a_call_with_tensors_on_both_sides_is_not_judged_by_the_cpus() -> None:

@@ -135,6 +135,26 @@ def test_replay_finds_each_fault_and_selection_uses_it(tmp_path: Path) -> None:
     assert {c["status"] for c in by_op["aten::add.Tensor"]} == {"ok"}
     assert sum(len(v) for v in by_op.values()) == head["examples"]
 
+    # Note [A refresh replays what can change a decision]: with the faulty replay
+    # kept, only the calls that did not replay ok run again (the faults, replayed
+    # again: the same statuses); the ok ones keep their rows as they were
+    again = tmp_path / "again.jsonl"
+    slow_before = _calls(out)[1]
+    _ootest_replay(db, again, device="emu:faulty", timeout=3.0, say=said.append, keep=out)
+    head, by_op = _calls(again)
+    ok_before = [c for cs in slow_before.values() for c in cs if c["status"] == "ok"]
+    assert head["complete"] is True and head["kept_ok"] == len(ok_before) > 0
+    assert sum(len(v) for v in by_op.values()) == head["examples"]
+    rows = {c["key"]: c for cs in by_op.values() for c in cs}
+    assert all(rows[c["key"]] == c for c in ok_before)  # kept as they were
+    assert {c["status"] for c in by_op["aten::exp"]} == {"mismatch"}  # replayed again
+    assert {c["status"] for c in by_op["aten::sub.Tensor"]} == {"timeout"}
+    # a replay of another device is not kept: one error, nothing written
+    r = ootest("ops", "replay", "--db", str(db), "--device", "emu:young", "--out",
+               str(tmp_path / "no.jsonl"), "--keep-ok", str(out), "-q", cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 2 and "a replay on 'emu:faulty', not on 'emu:young'" in r.stderr
+    assert not (tmp_path / "no.jsonl").exists()
+
 
 def test_replay_without_examples_or_device_says_how_to_fix(tmp_path: Path) -> None:
     db = tmp_path / "ops.db"

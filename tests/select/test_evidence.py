@@ -913,3 +913,26 @@ def test_a_declared_op_a_cross_device_call_shows_without_a_kernel_is_not_mandato
         "no kernel ran: aten::_index_put_impl_ raised a missing kernel's error"
         in (decide(ev).evidence[0])
     )
+
+
+def test_an_evidence_row_is_what_asdict_makes_of_it() -> None:
+    """refine.plain: asdict without its deep copies (a whole OpInfo file's 23,500 rows
+    are written at every select step), the same values, the same types."""
+    from dataclasses import asdict
+
+    from ootest.select.refine import evidence_row, plain
+    from ootest.select.rules import Decision, Evidence, Result
+
+    seen = Result("failed", "RuntimeError:1a2b", "RuntimeError: boom", 12.5)
+    ev = Evidence(
+        "test/test_x.py::TestX::test_a[dtype=float32]", ("float32",), ops=("aten::add",),
+        missing_ops=("aten::mul",), cpu=Result("passed"), observed=[seen, Result("passed")],
+        replay=(("failed", "aten::mul", "NotImplementedError: no kernel"),),
+        replay_dtypes=("float16",), ops_declared=True,
+    )  # fmt: skip
+    d = Decision(ev.variant_id, "skip", "replay_failed:aten::mul", ("a line", "another"))
+    assert plain(ev) == asdict(ev) and plain(d) == asdict(d)
+    assert type(plain(ev)["observed"]) is list and type(plain(ev)["dtypes"]) is tuple
+    row = evidence_row(ev, d, "fp")
+    assert row["evidence"]["observed"][0] == asdict(seen)
+    assert "replay_covered" not in row["evidence"]

@@ -285,3 +285,38 @@ def test_a_reference_device_that_cannot_be_built_is_one_error(
         "young or a path to a profile YAML file\n"
     )
     assert _decisions(at / "suite.evidence.jsonl") == _decisions(foo / "suite.evidence.jsonl")
+
+
+def test_an_entry_change_that_does_not_reach_a_variant_keeps_its_evidence(
+    tmp_path: Path,
+) -> None:
+    """Note [Entry changes that do not reach a variant]: the variant's fingerprint
+    changed (its entry's did, for other tests), its code did not: the copy's records
+    are stamped with the new fingerprint, so its evidence stays certain; nothing is
+    captured, and the team's op map is only read."""
+    from ootest.select.fresh import Delta, fresh_ops
+
+    team, copy = tmp_path / "team.db", tmp_path / "copy.db"
+    recs: list[dict[str, object]] = [
+        {"kind": "provenance", "torch_version": "2.13.0", "torch_git": "abc123",
+         "device": "emu", "profile": "full", "ootest_version": "0.1.0", "time": 1.0},
+        {"kind": "ops", "variant_id": FOO_ID, "nodeid": FOO_ID, "mode": "eager", "file": FOO,
+         "ops": {"aten::mm": 1}},
+        {"kind": "stop", "variant_id": FOO_ID, "op": None, "outcome": "passed", "error": None},
+    ]  # fmt: skip
+    with OpStore.open(team, create=True) as s:
+        ingest_records(s, recs, source="old", code={FOO_ID: "fp-old"}, replace=True)
+    unknown = (BAR_ID, "fp-x", "fp-y")  # not in the op map: nothing to stamp
+    d = Delta(fresh={}, restamp=[(FOO_ID, "fp-old", "fp-new"), unknown])
+    assert not d.empty()
+    f = fresh_ops(team, copy, d, capturer=lambda *a, **k: pytest.fail("nothing to capture"))
+    assert (f.asked, f.restamped) == (0, 1)
+    assert "1 variants whose entry changed only for other tests keep theirs" in f.summary()
+    with OpStore.open(copy) as s:
+        assert s.codes([FOO_ID]) == {FOO_ID: frozenset({"fp-new"})}
+        ((vid, ops, uncertain, outcome, _, _),) = s.evidence([FOO_ID], {FOO_ID: "fp-new"})
+        assert (vid, ops, uncertain, outcome) == (FOO_ID, frozenset({"aten::mm"}), None, "passed")
+    with OpStore.open(team) as s:  # the team's op map is as it was: stale for the new code
+        assert s.codes([FOO_ID]) == {FOO_ID: frozenset({"fp-old"})}
+        ((_, _, uncertain, _, _, _),) = s.evidence([FOO_ID], {FOO_ID: "fp-new"})
+        assert uncertain is not None

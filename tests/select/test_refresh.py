@@ -39,6 +39,7 @@ class Device:
     def __init__(self, kill_after: int | None = None) -> None:
         self.kill_after = kill_after
         self.resumed: list[bool] = []
+        self.only: list[list[str]] = []  # the variant IDs each run was told to run
 
     def __call__(
         self,
@@ -51,6 +52,8 @@ class Device:
         resume: bool,
     ) -> None:
         self.resumed.append(resume)
+        at = pytest_args.index("--ootest-only")  # only those: the file's others are not run
+        self.only.append(Path(pytest_args[at + 1]).read_text().split())
         suite = yaml.safe_load(config.read_text())["test_suite_config"]
         vids = [
             f"test/{entry['path'].rsplit('/', 1)[1]}::{name}"
@@ -135,9 +138,13 @@ def test_a_refresh_decides_runs_refines_and_writes_the_pull_request(
     at = _setup(built, tmp_path / "a", capsys)
     before = (at / "suite.yaml").read_text()
     said: list[str] = []
-    done = _refresh(_job(built, at), Device(), said)
+    device = Device()
+    done = _refresh(_job(built, at), device, said)
 
     assert done.changed and done.resumed_at is None
+    # the run step ran exactly the 5 variants it lists, by --ootest-only
+    ((only,),) = [device.only]
+    assert len(only) == 5 and all(v.startswith("test/test_alpha.py::") for v in only)
     assert done.work == at / "suite.refresh"
     steps = [s.removeprefix("ootest: refresh: ") for s in said if s.startswith("ootest: ")]
     assert steps == [
@@ -366,16 +373,31 @@ class Replays:
     def __init__(self, *failing: str) -> None:
         self.failing = set(failing)
         self.asked: list[tuple[Path, str]] = []
+        self.kept: list[Path | None] = []  # the --keep-ok replay of each call
 
-    def __call__(self, ops: Path, out: Path, *, device: str, timeout: float, say: object) -> None:
-        from ootest.opmap.replay import new_replay, write_replay
+    def __call__(
+        self,
+        ops: Path,
+        out: Path,
+        *,
+        device: str,
+        timeout: float,
+        say: object,
+        keep: Path | None = None,
+    ) -> None:
+        from ootest.opmap.replay import new_replay, read_replay, write_replay
         from ootest.opmap.store import OpStore
 
         self.asked.append((ops, device))
+        self.kept.append(keep)
         with OpStore.open(ops) as s:
             examples = s.examples()
         rep = new_replay(device, len(examples), timeout)
+        before = read_replay(keep).results if keep is not None else {}
         for key, op, _call in examples:
+            if before.get(key, {}).get("status") == "ok":  # as ops replay --keep-ok
+                rep.results[key] = before[key]
+                continue
             rec: dict[str, object] = {"kind": "call", "key": key, "op": op, "seconds": 1e-5}
             if op in self.failing:
                 rec |= {"status": "failed", "error": "RuntimeError", "detail": "TILE_OVERFLOW"}

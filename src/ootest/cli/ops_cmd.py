@@ -110,6 +110,14 @@ def add_parser(sub: Any) -> Any:
         "are recorded as such without running (default 2; 0: run every call)",
     )
     a.add_argument("--show", type=int, default=20, help="faults listed (default 20; 0: all)")
+    a.add_argument(
+        "--keep-ok",
+        type=Path,
+        metavar="OLD.jsonl",
+        help="an earlier replay on the same device: calls it replayed ok keep that result, "
+        "the others and new calls are replayed (Note [A refresh replays what can change a "
+        "decision])",
+    )
     a.add_argument("-q", "--quiet", action="store_true", help="no progress")
     from ootest.cli import capture_cmd
 
@@ -520,6 +528,44 @@ def stats(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------ replay
+def _keep_ok(
+    old: Path,
+    device: str,
+    examples: list[tuple[str, str, str]],
+    rep: Any,
+    unplaced: dict[str, dict[str, Any]],
+) -> list[tuple[str, str, str]]:
+    """Note [A refresh replays what can change a decision]: the calls ``old`` (a
+    replay on ``device``) replayed ok go into ``rep`` as they were; the others are
+    returned, to replay (those the device could not take the inputs of, with their
+    row, into ``unplaced``: re-checked by placement first)."""
+    from ootest.opmap.replay import read_replay
+
+    before = read_replay(old)
+    if before.header.get("device") != device:
+        raise UserError(
+            f"--keep-ok {old}: a replay on {before.header.get('device')!r}, not on {device!r}; "
+            "pass a replay on the same device, or none to replay every call"
+        )
+    todo = []
+    for key, op, call in examples:
+        row = before.results.get(key)
+        if row is not None and row.get("status") == "ok" and row.get("op") == op:
+            rep.results[key] = row
+        else:
+            todo.append((key, op, call))
+            if row is not None and row.get("op") == op and _unplaced_row(row):
+                unplaced[key] = row
+    return todo
+
+
+def _unplaced_row(row: dict[str, Any]) -> bool:
+    """A row of a call the device could not take the inputs of (the CPU ran it)."""
+    from ootest.device.replay_worker import UNPLACED
+
+    return row.get("status") == "failed" and str(row.get("detail", "")).startswith(f"{UNPLACED}: ")
+
+
 def replay(args: argparse.Namespace) -> int:
     """Note [Replaying calls]: every call example of the index, on the device."""
     from ootest.atomic import check_output
@@ -540,17 +586,25 @@ def replay(args: argparse.Namespace) -> int:
             "(`ootest ops capture ...`) to record them"
         )
     con = _console()
+    rep = new_replay(args.device, len(examples), args.timeout)
+    rep.header["op_map"] = str(args.db)
+    total = len(examples)
+    unplaced: dict[str, dict[str, Any]] = {}
+    if args.keep_ok is not None:
+        examples = _keep_ok(args.keep_ok, args.device, examples, rep, unplaced)
+        rep.header["kept_ok"] = total - len(examples)
+        con.print(
+            f"{total - len(examples)} of {total} recorded calls replayed ok on "
+            f"{_esc(args.device)} in {_esc(args.keep_ok)}: kept as they were"
+        )
     con.print(f"replaying {len(examples)} recorded calls on {_esc(args.device)} against the CPU")
     from rich.progress import Progress
 
     from ootest.cli.interrupt import term_as_interrupt
 
-    rep = new_replay(args.device, len(examples), args.timeout)
-    rep.header["op_map"] = str(args.db)
-
     def kept() -> str:
         return (
-            f"{len(rep.results)} of {len(examples)} calls replayed, kept in {args.out} "
+            f"{len(rep.results)} of {total} calls replayed, kept in {args.out} "
             "(marked incomplete; run the replay again to finish)"
         )
 
@@ -560,14 +614,17 @@ def replay(args: argparse.Namespace) -> int:
             Progress(console=con, transient=True, disable=args.quiet) as bar,
         ):
             task = bar.add_task("calls", total=len(examples))
+            skipped = total - len(examples)  # kept, not replayed
             replay(
                 examples,
                 args.device,
                 timeout=args.timeout,
                 presume_after=args.presume_after,
-                on_progress=lambda done, _: bar.update(task, completed=done),
+                on_progress=lambda done, _: bar.update(task, completed=done - skipped),
                 into=rep,
+                unplaced=unplaced,
             )
+            rep.header["complete"] = len(rep.results) == total
     finally:
         write_replay(args.out, rep)  # what was done is kept, whatever stopped it
     counts = rep.counts()

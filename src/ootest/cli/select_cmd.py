@@ -512,6 +512,12 @@ def _add_refresh(ssub: Any) -> None:
         help="with --replay: keep it as it is, not replayed again (the variants it skips "
         "for a failed call are then not re-checked)",
     )
+    f.add_argument(
+        "--replay-all",
+        action="store_true",
+        help="with --replay: replay every call again, those that replayed ok before too "
+        "(default: only the calls that did not replay ok, and new ones)",
+    )
     f.add_argument("--scope", type=Path, metavar="FILE", help="select scope output")
     f.add_argument("-k", type=int, default=2, help="clean passes before mandatory (default 2)")
     f.add_argument("--max-rtol", type=float, default=None, help="as select refine --max-rtol")
@@ -552,6 +558,7 @@ def refresh(args: argparse.Namespace) -> int:
         pytest_args=tuple(args.pytest_args or ()),
         fresh=args.fresh,
         replay_again=args.replay_again,
+        replay_all=args.replay_all,
     )
     done = do_refresh(job, say=lambda m: print(m, file=sys.stderr, flush=True))
     print(f"ootest: refresh: {'changed' if done.changed else 'unchanged'} {args.config}")

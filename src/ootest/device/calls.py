@@ -40,18 +40,24 @@ _NAMED = ("dtype", "device", "layout", "memory_format")
 
 class Unplaced(Exception):
     """The device could not take a call's inputs (copying them onto it raised):
-    what a test making that call meets first (Note [Replaying calls])."""
+    what a test making that call meets first (Note [Replaying calls]). ``cpu``: the
+    CPU's side of what was being built; from :func:`decode_call`, ``call``: the
+    CPU's (args, kwargs), as ``decode_call(spec, "cpu", seed)`` gives them (built
+    once: a replay of a device without a dtype meets this in every call of it)."""
 
-    def __init__(self, error: Exception) -> None:
+    def __init__(self, error: Exception, cpu: Any = None) -> None:
         super().__init__(str(error))
         self.error = error
+        self.cpu = cpu
+        self.call: tuple[list[Any], dict[str, Any]] | None = None
 
 
-def _to(t: Any, device: str) -> Any:
+def _to(t: Any, device: str, cpu: Any = None) -> Any:
+    """``t`` on ``device``; ``Unplaced`` (with ``cpu``, the CPU's side) when it cannot be."""
     try:
         return t.to(device)
     except Exception as e:  # the backend's: a dtype it cannot hold, a failing copy
-        raise Unplaced(e) from e
+        raise Unplaced(e, cpu) from e
 
 
 class Unencodable(Exception):
@@ -226,13 +232,27 @@ def elements(spec: Any) -> int:
     return 0
 
 
-def decode_call(spec: dict[str, Any], device: str, seed: int) -> tuple[Any, Any]:
+def decode_call(
+    spec: dict[str, Any], device: str, seed: int, *, zeros: bool = False
+) -> tuple[Any, Any]:
     """The call twice: ``((args, kwargs) on the CPU, (args, kwargs) on the device)``,
     with equal values (Note [Call examples]). ``Unplaced`` when the device cannot
-    take an input; ``decode_call(spec, "cpu", seed)`` still gives the CPU's."""
+    take an input; ``decode_call(spec, "cpu", seed)`` still gives the CPU's.
+    ``zeros``: tensors without kept values are zeros, not seeded values (whether
+    the device can take them: Note [A refresh replays what can change a decision])."""
     import torch
 
-    gen = torch.Generator().manual_seed(seed)
+    gen = None if zeros else torch.Generator().manual_seed(seed)
+    unplaced: list[Unplaced] = []  # the first input the device could not take
+
+    def tensor(a: dict[str, Any]) -> tuple[Any, Any]:
+        if unplaced:  # the device failed already: the CPU's side, from the same values
+            return _build(a, "cpu", gen)
+        try:
+            return _build(a, device, gen)
+        except Unplaced as u:
+            unplaced.append(u)
+            return u.cpu, None
 
     def dec(a: Any) -> tuple[Any, Any]:
         if isinstance(a, list):
@@ -243,7 +263,7 @@ def decode_call(spec: dict[str, Any], device: str, seed: int) -> tuple[Any, Any]
         if not isinstance(a, dict):
             return a, a
         if "T" in a:
-            return _build(a, device, gen)
+            return tensor(a)
         if "dtype" in a:
             d = getattr(torch, str(a["dtype"]))
             return d, d
@@ -259,6 +279,9 @@ def decode_call(spec: dict[str, Any], device: str, seed: int) -> tuple[Any, Any]
 
     args = [dec(a) for a in spec.get("args", [])]
     kwargs = {k: dec(v) for k, v in spec.get("kwargs", {}).items()}
+    if unplaced:
+        unplaced[0].call = ([a[0] for a in args], {k: v[0] for k, v in kwargs.items()})
+        raise unplaced[0]
     return (
         ([a[0] for a in args], {k: v[0] for k, v in kwargs.items()}),
         ([a[1] for a in args], {k: v[1] for k, v in kwargs.items()}),
@@ -275,18 +298,28 @@ def _build(a: dict[str, Any], device: str, gen: Any) -> tuple[Any, Any]:
     if a.get("neg") and "v" in a:  # the kept values are the view's: its base's are negated
         flip = {"inf": "-inf", "-inf": "inf", "nan": "nan"}
         a = {**a, "v": [flip[x] if isinstance(x, str) else -x for x in a["v"]]}
-    cpu, dev = _build_values(a, device, gen)
+    try:
+        cpu, dev = _build_values(a, device, gen)
+    except Unplaced as u:
+        u.cpu = _viewed(a, u.cpu)
+        raise
+    cpu = _viewed(a, cpu)
+    try:
+        dev = _viewed(a, dev)
+    except Exception as e:  # the device cannot take the view
+        raise Unplaced(e, cpu) from e
+    return cpu, dev
+
+
+def _viewed(a: dict[str, Any], t: Any) -> Any:
+    """``t`` as the lazy neg and conj views ``a`` records (Note [Conjugate and
+    negative views])."""
     for bit, view in (("neg", "_neg_view"), ("conj", "conj")):
         if a.get(bit):
             import torch
 
-            make = getattr(torch, view)
-            cpu = make(cpu)
-            try:
-                dev = make(dev)
-            except Exception as e:  # the device cannot take the view
-                raise Unplaced(e) from e
-    return cpu, dev
+            t = getattr(torch, view)(t)
+    return t
 
 
 def _build_values(a: dict[str, Any], device: str, gen: Any) -> tuple[Any, Any]:
@@ -298,7 +331,7 @@ def _build_values(a: dict[str, Any], device: str, gen: Any) -> tuple[Any, Any]:
     stride = [int(s) for s in a["stride"]] if "stride" in a else None
     if stride is None and "offset" not in a and "storage" not in a:
         host = _values(a, dtype, shape, gen)
-        return host, _to(host, device) if a.get("dev") else host.clone()
+        return host, _to(host, device, host) if a.get("dev") else host.clone()
     # a view into a storage: the same storage on both sides, viewed with the
     # recorded strides and offset (an expanded tensor has stride 0: it can only be
     # viewed); kept values are written through the view in logical order
@@ -311,17 +344,20 @@ def _build_values(a: dict[str, Any], device: str, gen: Any) -> tuple[Any, Any]:
     overlaps = any(st == 0 and sz > 1 for sz, st in zip(shape, stride, strict=True))
     if "v" in a and not overlaps:
         view.copy_(_values(a, dtype, shape, gen))
-    on = _to(base, device) if a.get("dev") else base.clone()
+    on = _to(base, device, view) if a.get("dev") else base.clone()
     return view, on.as_strided(shape, stride, offset)
 
 
 def _values(a: dict[str, Any], dtype: Any, shape: list[int], gen: Any) -> Any:
-    """A CPU tensor of ``shape``: the kept values, or seeded random ones."""
+    """A CPU tensor of ``shape``: the kept values, or seeded random ones (zeros
+    without a generator)."""
     import torch
 
     if "v" in a:
         vals = [float(x) if isinstance(x, str) else x for x in a["v"]]
         return torch.tensor(vals, dtype=dtype).reshape(shape)
+    if gen is None:
+        return torch.zeros(shape, dtype=dtype)
     if dtype is torch.bool:
         return torch.randint(0, 2, shape, generator=gen).bool()
     if dtype.is_floating_point:

@@ -155,12 +155,17 @@ def replay_one(
     if elements(spec) > MAX_ELEMENTS:
         return {"status": "unusable", "detail": f"more than {MAX_ELEMENTS} elements"}
     seed = int(str(rec["key"])[:8], 16)
+    was = rec.get("unplaced")
+    if isinstance(was, dict):  # Note [A refresh replays what can change a decision]
+        still = _still_unplaced(spec, device, seed, was)
+        if still is not None:
+            return still
     try:
         (cargs, ckw), (dargs, dkw) = decode_call(spec, device, seed)
     except Unplaced as u:
         if on_device is not None:
             on_device()
-        return _unplaced(op, spec, seed, u.error, device)
+        return _unplaced(op, spec, seed, u.error, device, u.call)
     except Exception as e:
         return {"status": "unusable", "detail": f"cannot rebuild the call: {type(e).__name__}: "
                 f"{_short(str(e))}"}  # fmt: skip
@@ -221,17 +226,52 @@ def replay_one(
     return {"status": "ok", "seconds": round(took, 6)}
 
 
-def _unplaced(op: Any, spec: Any, seed: int, error: Exception, device: str) -> dict[str, Any]:
+#: how a call the device could not take inputs of is recorded (``_unplaced``)
+UNPLACED = "its inputs cannot be put on the device"
+
+
+def _still_unplaced(
+    spec: Any, device: str, seed: int, was: dict[str, Any]
+) -> dict[str, Any] | None:
+    """A call an earlier replay recorded ``failed`` because the device could not take
+    its inputs (``was``: that row's ``error`` and ``detail``; the CPU ran it):
+    inputs of the same dtypes, shapes and strides (zeros: a dtype the device cannot
+    hold does not depend on values) put on the device again. The same error: the
+    same row, without running the op on either side; anything else (the device
+    takes them now, or fails otherwise): None, replay it whole."""
+    try:
+        decode_call(spec, device, seed, zeros=True)
+    except Unplaced as u:
+        row = {"status": "failed", "error": type(u.error).__name__,
+               "detail": f"{UNPLACED}: {_short(str(u.error))}"}  # fmt: skip
+        if (row["error"], row["detail"]) == (was.get("error"), was.get("detail")):
+            return row
+    except Exception:
+        return None
+    return None
+
+
+def _unplaced(
+    op: Any,
+    spec: Any,
+    seed: int,
+    error: Exception,
+    device: str,
+    call: tuple[list[Any], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The device could not take the call's inputs: a test making the call could
     not either. ``failed`` when the CPU runs the call; ``unusable`` when it raises
     there: the op never ran on the device, so whether it raises there as on the
     CPU is not known (an error of putting a tensor on the device is no error path
     of the op: issue 36)."""
-    where = "its inputs cannot be put on the device"
-    try:
-        (cargs, ckw), _ = decode_call(spec, "cpu", seed)
-    except Exception as e:
-        return {"status": "unusable", "detail": f"cannot rebuild the call: {_what(e)}"}
+    where = UNPLACED
+    if call is not None:  # the CPU's side, built with the device's (Unplaced.call)
+        cargs, ckw = call
+    else:
+        try:
+            (cargs, ckw), _ = decode_call(spec, "cpu", seed)
+        except Exception as e:
+            return {"status": "unusable", "detail": f"cannot rebuild the call: {_what(e)}"}
     try:
         op(*cargs, **ckw)
     except Exception as cpu_error:

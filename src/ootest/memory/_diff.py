@@ -18,6 +18,20 @@ brings them back. Its old variants are therefore not ``removed`` (nor paired as
 moves) but ``uncollected``, with the file's error in ``not_collected``; ``select
 run --since`` keeps their decisions, names and history as they were and says so
 in one line (Note [Incremental selection]).
+
+Note [Entry changes that do not reach a variant]
+An ``@ops`` variant's fingerprint counts its entry's (Note [Device-limited
+entry fingerprints]), skips and DecorateInfos for every class and test
+included. When the entry is the only component that changed, the diff looks
+closer (Note [Test-limited entry fingerprints]): the entry without its skips and
+DecorateInfos (``test_base``), plus those that can reach this variant (its
+generic class, template test, the indexed device type and its dtype, as torch's
+``DecorateInfo.is_active`` matches them). When that is the same on both sides,
+what changed is a skip or decorator of another test: the variant is not
+modified but ``unreached`` (old and new fingerprint), so an upgrade neither
+decides it again nor loses its history, and its op-map records, stamped with the
+old fingerprint, are of the new one (``select.fresh``). An index built before
+``entry_bases`` existed cannot tell: its variants stay modified.
 """
 
 from __future__ import annotations
@@ -37,6 +51,7 @@ from ootest.memory._fingerprint import (
     reasons,
     variant_components,
 )
+from ootest.memory._hashing import digest
 from ootest.memory._ids import file_of, template_of
 from ootest.memory._moves import Moved, find_moves
 from ootest.memory._store import chunks, connect, read_meta
@@ -69,6 +84,10 @@ class IndexDiff:
     #: files, in neither ``removed`` nor ``moved``
     not_collected: dict[str, str] = field(default_factory=dict)
     uncollected: list[str] = field(default_factory=list)
+    #: Note [Entry changes that do not reach a variant]: (ID, old fingerprint, new
+    #: fingerprint) of the variants whose entry changed only where it does not
+    #: reach them; in none of the lists above
+    unreached: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -103,6 +122,11 @@ class IndexDiff:
                 f" ({len(self.uncollected):,} in {n} file{'s' if n > 1 else ''} not "
                 "collected, kept as they were)"
             )
+        if self.unreached:
+            head += (
+                f" ({len(self.unreached):,} more whose entry changed only in skips or "
+                "decorators of other tests: unchanged for them)"
+            )
         if not counts:
             return head
         # "fingerprint": the digest changed and no component says why (another scheme)
@@ -123,6 +147,7 @@ class IndexDiff:
             "moved": [{"old": m.old, "new": m.new, "reasons": list(m.reasons)} for m in self.moved],
             "not_collected": dict(sorted(self.not_collected.items())),
             "uncollected": self.uncollected,
+            "unreached": [v for v, _, _ in self.unreached],
         }
 
 
@@ -166,7 +191,8 @@ def _diff(o: sqlite3.Connection, n: sqlite3.Connection) -> IndexDiff:
     rows: list[tuple[Any, ...]] = []
     for r in n.execute(
         "SELECT m.id, v.id IS NULL, v.fingerprint != m.fingerprint, m.device_variant, "
-        "v.device_variant, v.op, v.module, v.entry_fp, m.op, m.module, m.entry_fp "
+        "v.device_variant, v.op, v.module, v.entry_fp, m.op, m.module, m.entry_fp, "
+        "m.cls, m.dtypes, v.fingerprint, m.fingerprint "
         "FROM main.variants m LEFT JOIN old.variants v ON v.id = m.id "
         "WHERE v.id IS NULL OR v.fingerprint != m.fingerprint "
         "OR v.device_variant != m.device_variant ORDER BY m.id"
@@ -196,7 +222,8 @@ def _diff(o: sqlite3.Connection, n: sqlite3.Connection) -> IndexDiff:
     keys = {template_of(r[0]) for r in rows if r[1]}
     t_old, t_new = _templates(o, keys), _templates(n, keys)
     seen: dict[tuple[Any, ...], tuple[str, ...]] = {}  # variants of one template and entry
-    for k, changed, flipped, oop, omod, ofp, nop, nmod, nfp in rows:
+    reach = _Reach(o, n)
+    for k, changed, flipped, oop, omod, ofp, nop, nmod, nfp, cls, dtypes, was, now in rows:
         why: tuple[str, ...] = ()
         if changed:
             key = (template_of(k), oop, omod, ofp, nop, nmod, nfp)
@@ -206,6 +233,12 @@ def _diff(o: sqlite3.Connection, n: sqlite3.Connection) -> IndexDiff:
                 after = variant_components(t_new.get(key[0], {}), nop, nmod, nfp)
                 hit = seen[key] = tuple(reasons(before, after)) or ("fingerprint",)
             why = hit
+            entry = why == (f"opinfo:{nop}",) or why == (f"moduleinfo:{nmod}",)
+            if entry and not flipped and (oop, omod) == (nop, nmod):
+                name = str(nop if nop is not None else nmod)
+                if reach.same(name, str(ofp), str(nfp), key[0], str(cls), str(dtypes)):
+                    d.unreached.append((k, str(was), str(now)))
+                    continue
         d.modified.append(Modified(k, (*why, "device") if flipped else why))
     d.moved = find_moves(o, n, d.removed, d.added)
     if d.moved:
@@ -214,6 +247,113 @@ def _diff(o: sqlite3.Connection, n: sqlite3.Connection) -> IndexDiff:
         d.removed = [v for v in d.removed if v not in gone]
         d.added = [v for v in d.added if v not in came]
     return d
+
+
+class _Reach:
+    """Note [Entry changes that do not reach a variant]: each side's entries (read
+    when first asked) and whether an entry change reaches a variant."""
+
+    def __init__(self, old: sqlite3.Connection, new: sqlite3.Connection) -> None:
+        self._cons = (old, new)
+        self._sides: tuple[_Side | None, _Side | None] | None = None
+        self._memo: dict[tuple[str, ...], bool] = {}
+
+    def same(self, name: str, old_fp: str, new_fp: str, test: str, cls: str, dtypes: str) -> bool:
+        """Whether the entry ``name`` of fingerprint ``old_fp`` (old index) and
+        ``new_fp`` (new index) is the same for a variant of template ``test``
+        (``file::Class::method``), generic class ``cls``, ``dtypes`` (comma-joined)."""
+        key = (name, old_fp, new_fp, test, cls, dtypes)
+        hit = self._memo.get(key)
+        if hit is None:
+            if self._sides is None:
+                self._sides = (_Side.read(self._cons[0]), _Side.read(self._cons[1]))
+            a, b = self._sides
+            method = test.rsplit("::", 1)[-1]
+            dts = tuple(x for x in dtypes.split(",") if x)
+            x = a.limited(name, old_fp, cls, method, dts) if a is not None else None
+            y = b.limited(name, new_fp, cls, method, dts) if b is not None else None
+            hit = self._memo[key] = x is not None and x == y
+        return hit
+
+
+@dataclass
+class _Side:
+    """One index's entries as Note [Test-limited entry fingerprints] reads them."""
+
+    #: (name, fingerprint) -> (db, its skips and DecorateInfos)
+    entries: dict[tuple[str, str], tuple[str, list[dict[str, Any]]]]
+    bases: dict[tuple[str, str], str]  # (db, name) -> test_base
+    device_types: tuple[str, ...] | None  # None: an index of every device type
+
+    @classmethod
+    def read(cls, con: sqlite3.Connection) -> _Side | None:
+        """None: the index has no ``test_base`` of its entries (built before them)."""
+        if not con.execute(
+            "SELECT 1 FROM main.sqlite_master WHERE type='table' AND name='entry_bases'"
+        ).fetchone():
+            return None
+        rows = con.execute("SELECT db, name, test_base FROM main.entry_bases")
+        bases = {(str(d), str(n)): str(b) for d, n, b in rows}
+        if not bases:
+            return None
+        entries: dict[tuple[str, str], tuple[str, list[dict[str, Any]]]] = {}
+        for db, name, fp, decos in con.execute(
+            "SELECT db, name, fingerprint, decorators FROM main.entries"
+        ):
+            try:
+                parsed = json.loads(decos)
+            except ValueError:
+                continue
+            if isinstance(parsed, list):
+                entries.setdefault((str(name), str(fp)), (str(db), parsed))
+        from ootest.record.identity import backend_name
+
+        meta = dict(con.execute("SELECT key, value FROM main.meta").fetchall())
+        device = str(meta.get("device") or "")
+        types = ("privateuse1", backend_name(device)) if device else None
+        return cls(entries, bases, types)
+
+    def limited(
+        self, name: str, fp: str, cls: str, method: str, dtypes: tuple[str, ...]
+    ) -> str | None:
+        """The entry's fingerprint as one variant sees it; None: not known here."""
+        found = self.entries.get((name, fp))
+        if found is None:
+            return None
+        db, decos = found
+        base = self.bases.get((db, name))
+        if base is None:
+            return None
+        reached = sorted(
+            str(d.get("fingerprint"))
+            for d in decos
+            if isinstance(d, dict) and _reaches(d, cls, method, dtypes, self.device_types)
+        )
+        return digest([base, reached])
+
+
+def _reaches(
+    d: dict[str, Any],
+    cls: str,
+    method: str,
+    dtypes: tuple[str, ...],
+    device_types: tuple[str, ...] | None,
+) -> bool:
+    """Whether a skip / DecorateInfo (as ``_torchdb.decorate_infos`` describes it)
+    can apply to a variant: the names it is limited to are the variant's (torch's
+    ``DecorateInfo.is_active``); a variant whose dtype is not known counts every one."""
+    c, t, dt, ds = d.get("cls_name"), d.get("test_name"), d.get("device_type"), d.get("dtypes")
+    if c is not None and c != cls:
+        return False
+    if t is not None and t != method:
+        return False
+    if dt is not None and device_types is not None:
+        names = [dt] if isinstance(dt, str) else list(dt) if isinstance(dt, list) else []
+        if not any(n in device_types for n in names):
+            return False
+    if ds is not None and dtypes and isinstance(ds, list):
+        return any(x in ds for x in dtypes)
+    return True
 
 
 def _not_collected(n: sqlite3.Connection, files: set[str]) -> dict[str, str]:

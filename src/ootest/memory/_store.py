@@ -78,6 +78,9 @@ CREATE TABLE entries(
 ) WITHOUT ROWID;
 CREATE INDEX entries_name ON entries(name);
 CREATE INDEX entries_base ON entries(base);
+CREATE TABLE entry_bases(
+    db TEXT NOT NULL, name TEXT NOT NULL, test_base TEXT NOT NULL, PRIMARY KEY(db, name)
+) WITHOUT ROWID;
 CREATE TABLE db_errors(db TEXT PRIMARY KEY, message TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE collected(file TEXT PRIMARY KEY, stamp TEXT NOT NULL, error TEXT) WITHOUT ROWID;
 CREATE TABLE templates(

@@ -22,6 +22,22 @@ a backend (an index built with no ``--device``) the variants are those torch
 instantiates for its built-in device types, and the fingerprint counts every
 device type's lists. ``full_fingerprint`` always counts every public attribute.
 Helpers a sample-input function calls are part of neither.
+
+Note [Test-limited entry fingerprints]
+A skip or DecorateInfo reaches only the variants whose generic class, template
+test, device type and dtype it names (torch's ``DecorateInfo.is_active``): a
+skip added for ``TestMeta::test_meta_inplace`` changes nothing that
+``test_unary_ufuncs.py`` runs, yet it changes the entry's fingerprint and so
+every variant of the op in every file (a real 2.13 -> 2.14 upgrade: 2,718
+variants of ``test_unary_ufuncs.py`` "modified", none of them by a change that
+reaches it). So each entry also has ``test_base``: the fingerprint of the same
+view without its skips and DecorateInfos (entries reached from it, a
+PythonRefInfo's ``torch_opinfo``, without theirs too: a PythonRefInfo does not
+inherit them), and each skip / DecorateInfo its own fingerprint with the names it
+is limited to (``decorators``). ``index diff`` compares a variant whose only
+changed component is its entry by ``test_base`` plus the decorators that can
+reach it (Note [Entry changes that do not reach a variant] in
+``ootest.memory._diff``).
 """
 
 from __future__ import annotations
@@ -171,6 +187,15 @@ def device_view(entry: Any, backend: str | None) -> dict[str, Any]:
     return view
 
 
+def test_view(entry: Any, backend: str | None) -> dict[str, Any]:
+    """The device's view of an entry without its skips and DecorateInfos (Note
+    [Test-limited entry fingerprints]): what every variant of the entry sees."""
+    view = device_view(entry, backend)
+    for k in _DECORATOR_LISTS:
+        view.pop(k, None)
+    return view
+
+
 def _is_entry(obj: Any) -> bool:
     return hasattr(obj, "supported_dtypes") and hasattr(obj, "dtypes")
 
@@ -188,6 +213,18 @@ def _device_canon(backend: str | None) -> Canonizer:
     return found
 
 
+def _test_canon(backend: str | None) -> Canonizer:
+    """The canonizer of :func:`test_view`: entries reached from an entry are
+    described without their skips and DecorateInfos too."""
+    key = f"test:{backend}"
+    found = _DEVICE_CANONS.get(key)
+    if found is None:
+        found = _DEVICE_CANONS[key] = Canonizer(
+            lambda obj: test_view(obj, backend) if _is_entry(obj) else None
+        )
+    return found
+
+
 def describe_entry(db: str, entry: Any, backend: str | None = None) -> dict[str, Any]:
     public = _public(entry)
     return {
@@ -199,6 +236,7 @@ def describe_entry(db: str, entry: Any, backend: str | None = None) -> dict[str,
         "variant": str(getattr(entry, "variant_test_name", "") or ""),
         "fingerprint": digest(canon(device_view(entry, backend), _device_canon(backend))),
         "full_fingerprint": digest(canon(public, _CANON)),
+        "test_base": digest(canon(test_view(entry, backend), _test_canon(backend))),
         "dtypes": dtypes_per_device(entry),
         "sample": sample_source(entry),
         "decorators": decorate_infos(entry),

@@ -54,7 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,12 +176,15 @@ def replay(
     python: str = sys.executable,
     on_progress: Callable[[int, int], None] | None = None,
     into: Replay | None = None,
+    unplaced: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Replay:
     """Replay ``examples`` ((key, op, call) each) on ``device`` (Note [Replaying calls]).
     ``presume_after``: crashes (or hangs) of one op and signature after which its
     other (as large or larger) calls are not run (0: run every call). ``into``:
     the replay to fill, which keeps what was done when this raises or is
-    interrupted."""
+    interrupted. ``unplaced``: key -> the ``error`` and ``detail`` of an earlier
+    replay's row of a call the device could not take the inputs of: re-checked by
+    placement first (Note [A refresh replays what can change a decision])."""
     from ootest.device.calls import elements
 
     sigs = {k: signature_of(call) for k, _, call in examples}
@@ -192,12 +195,15 @@ def replay(
     rep = into if into is not None else new_replay(device, len(examples), timeout)
     with tempfile.TemporaryDirectory(prefix="ootest-replay-") as tmp:
         todo = Path(tmp) / "todo.jsonl"
-        todo.write_text(
-            "".join(
-                json.dumps({"key": k, "op": op, "call": call}) + "\n" for k, op, call in examples
-            ),
-            encoding="utf-8",
-        )
+        rows = unplaced or {}
+
+        def line(k: str, op: str, call: str) -> str:
+            rec: dict[str, Any] = {"key": k, "op": op, "call": call}
+            if k in rows:
+                rec["unplaced"] = {"error": rows[k].get("error"), "detail": rows[k].get("detail")}
+            return json.dumps(rec) + "\n"
+
+        todo.write_text("".join(line(k, op, call) for k, op, call in examples), encoding="utf-8")
         start, attempt, loaded, failures = 0, 0, False, 0
         while start < len(examples):
             attempt += 1

@@ -20,6 +20,9 @@ deciding them:
    runs only them (``--ootest-only``: by variant ID), each record is stamped with
    the variant's new fingerprint, and replaces what the copy held of it (a union
    with the old code's ops would keep an op the test no longer calls);
+   A variant whose entry changed only in skips or decorators of other tests
+   (Note [Entry changes that do not reach a variant]) is not in the delta: its
+   records of the old fingerprint are of the new one, and are stamped so;
 4. the upgrade decides from the copy. What the capture did not reach (a test
    that no longer collects, a capture that died) keeps its old records, stale:
    it runs (``no_evidence``), and the refresh's run step runs it.
@@ -76,6 +79,13 @@ class Delta:
     #: file key -> the test file in the new tree, for each file of ``fresh``
     files: dict[str, Path] = field(default_factory=dict)
     memory: Path | None = None  # the new tree's memory (the fingerprints' source)
+    #: (ID, old fingerprint, new) of the variants an entry change does not reach
+    #: (Note [Entry changes that do not reach a variant]): the same code
+    restamp: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def empty(self) -> bool:
+        """Nothing for the op map: no variant to capture, move or stamp anew."""
+        return not self.fresh and not self.moves and not self.restamp
 
 
 class Capturer(Protocol):
@@ -150,6 +160,8 @@ class Fresh:
     moved: int  # moves whose records followed
     seconds: float
     device: str | None  # None: not captured (--no-capture)
+    #: variants whose records were stamped with their new fingerprint (the same code)
+    restamped: int = 0
 
     def summary(self, timed: bool = True) -> str:
         """One line; ``timed``: with the seconds the capture took."""
@@ -161,6 +173,10 @@ class Fresh:
             how = f"captured {self.captured} of {self.asked} variants on {self.device}"
             how += f" in {self.seconds:.1f} s" if timed else ""
         moved = f"; {self.moved} moves took their records" if self.moved else ""
+        if self.restamped:
+            moved += (
+                f"; {self.restamped} variants whose entry changed only for other tests keep theirs"
+            )
         return f"op evidence for the {self.delta} variants decided again: {how}{moved}"
 
 
@@ -181,7 +197,7 @@ def delta(old_db: Path, new_db: Path) -> Delta:
     moves = [(o, n, was.get(o, ""), now.get(n, "")) for o, n in plain]
     moves += [(o, n, "", "") for o, n, reasons in dev.moved if reasons]
     files = _files(new_db, {v.partition("::")[0] for v in fresh})
-    return Delta(fresh, moves, files, new_db)
+    return Delta(fresh, moves, files, new_db, list(diff.unreached))
 
 
 def fingerprints(memory: Path, only: Iterable[str] | None = None) -> dict[str, str]:
@@ -257,9 +273,11 @@ def fresh_ops(
             dst.close()
     with OpStore.open(out, create=True) as store:  # an older schema is upgraded here
         moved = follow(store, d.moves)
+        restamped = restamp(store, d.restamp)
         recorded = store.codes(d.fresh)
     need = {v: fp for v, fp in d.fresh.items() if fp and fp not in recorded.get(v, ())}
     fresh = Fresh(out, len(d.fresh), len(need), 0, moved, 0.0, device if capture else None)
+    fresh.restamped = restamped
     if capture and need:
         files = sorted({d.files[f] for v in need if (f := v.partition("::")[0]) in d.files})
         only = out.with_name(out.name + ".only.txt")
@@ -275,6 +293,38 @@ def fresh_ops(
         fresh.captured = sum(1 for v, fp in need.items() if fp in got.get(v, ()))
     fresh.seconds = time.perf_counter() - started
     return fresh
+
+
+def restamp(store: OpStore, rows: Sequence[tuple[str, str, str]]) -> int:
+    """Stamp the records of each (ID, old fingerprint, new fingerprint) captured
+    from the old fingerprint with the new one: the same code (Note [Entry changes
+    that do not reach a variant]). Returns how many variants had such records."""
+    if not rows or not store.has_code:
+        return 0
+    c = store.connection
+    ids: dict[str, int] = {}
+    wanted = sorted({v for v, _, _ in rows})
+    for k in range(0, len(wanted), 900):
+        part = wanted[k : k + 900]
+        marks = ",".join("?" * len(part))
+        query = f"SELECT id, variant_id FROM variant WHERE variant_id IN ({marks})"
+        ids.update((str(v), int(i)) for i, v in c.execute(query, part))
+    done = 0
+    c.execute("BEGIN IMMEDIATE")
+    try:
+        for vid, was, now in rows:
+            i = ids.get(vid)
+            if i is None or not was or not now or was == now:
+                continue
+            cur = c.execute(
+                "UPDATE variant_capture SET code = ? WHERE variant = ? AND code = ?", (now, i, was)
+            )
+            done += cur.rowcount > 0
+    except BaseException:
+        c.execute("ROLLBACK")
+        raise
+    c.execute("COMMIT")
+    return done
 
 
 def follow(store: OpStore, moves: Sequence[tuple[str, str, str, str]]) -> int:

@@ -570,7 +570,7 @@ def _fresh(
     assert inputs.memory is not None and inputs.ops is not None
     how = inputs.capture
     d = delta(since, inputs.memory)
-    if not d.fresh and not d.moves:
+    if d.empty():
         return None
     stem = out.name.removesuffix(".yaml").removesuffix(".yml")
     target = how.out or out.with_name(f"{stem}.ops.db")

@@ -42,7 +42,7 @@ import json
 import re
 import stat
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,11 +71,30 @@ _REPLAY_KEYS = (
 
 
 def evidence_row(ev: Evidence, d: Decision, fingerprint: str) -> dict[str, Any]:
-    evidence = asdict(ev)
+    evidence = plain(ev)
     for key in _REPLAY_KEYS:
         if not evidence[key]:
             del evidence[key]  # written only where a replay said something
-    return {"decision": asdict(d), "evidence": evidence, "fingerprint": fingerprint}
+    return {"decision": plain(d), "evidence": evidence, "fingerprint": fingerprint}
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def plain(obj: Any) -> Any:
+    """``dataclasses.asdict`` of an evidence row's values (dataclasses, tuples, lists,
+    dicts, and immutable leaves: str, numbers, bool, None), without its deep copy of
+    every leaf (for the 23,500 rows of a whole OpInfo file, seconds of each write)."""
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(plain(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if is_dataclass(obj) and not isinstance(obj, type):
+        names = _FIELDS.get(type(obj))
+        if names is None:
+            names = _FIELDS[type(obj)] = tuple(f.name for f in fields(obj))
+        return {n: plain(getattr(obj, n)) for n in names}
+    return obj
 
 
 def check_sidecar(path: Path) -> None:
@@ -376,6 +395,8 @@ def _precision(
 def people_entries(config_text: str) -> tuple[dict[str, list[Any]], set[tuple[str, str]]]:
     """Per ``path:``, the entries without the generated tag (round-trip objects,
     comments included), and the (path, name) pairs they name."""
+    if not _has_people_entries(config_text):
+        return {}, set()
     from ruamel.yaml import YAML
 
     data = YAML().load(config_text)
@@ -390,6 +411,38 @@ def people_entries(config_text: str) -> tuple[dict[str, list[Any]], set[tuple[st
             kept.setdefault(path, []).append(entry)
             names.update((path, str(n)) for n in entry.get("names") or [])
     return kept, names
+
+
+def _has_people_entries(config_text: str) -> bool:
+    """Whether a config may hold an entry without the generated tag: read first
+    with libyaml when it is there (a generated config of a whole OpInfo file, all
+    tagged, is not round-tripped for nothing); True when it cannot tell."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is None:
+        return True
+    try:
+        data = yaml.load(config_text, Loader=loader)
+    except yaml.YAMLError:
+        return True  # ruamel says what is wrong
+    if not isinstance(data, dict):
+        return True
+    suite = data.get("test_suite_config")
+    files = suite.get("files") if isinstance(suite, dict) else None
+    if not isinstance(files, list):
+        return True
+    for f in files:
+        tests = f.get("tests") if isinstance(f, dict) else None
+        if tests is None:
+            continue
+        if not isinstance(tests, list):
+            return True
+        for entry in tests:
+            tags = entry.get("tags") if isinstance(entry, dict) else None
+            if not isinstance(tags, list) or TAG not in tags:
+                return True
+    return False
 
 
 def splice(generated: str, kept: dict[str, list[Any]]) -> str:

@@ -19,7 +19,9 @@ does after a PyTorch upgrade, each step the call the command of that step makes:
    known failure is re-checked by the replay]); ``--no-replay`` keeps the old
    replay (the ``replay_failed`` skips are then not re-checked); a ``--replay``
    file not there yet is written (the first replay: the config's evidence is
-   what it is compared with);
+   what it is compared with); only the calls that can change a decision are
+   replayed (Note [A refresh replays what can change a decision]; ``--replay-all``:
+   every call);
 3. ``decide``: only what changed decided again (``select run --since``:
    :func:`ootest.select.pipeline.upgrade`), into a staged config next to ``S``
    (``S.refresh.yaml``: ``path:`` values and file keys resolve the same), and,
@@ -131,7 +133,14 @@ class Replayer(Protocol):
     given ``timeout`` seconds."""
 
     def __call__(
-        self, ops: Path, out: Path, *, device: str, timeout: float, say: Callable[[str], None]
+        self,
+        ops: Path,
+        out: Path,
+        *,
+        device: str,
+        timeout: float,
+        say: Callable[[str], None],
+        keep: Path | None = None,
     ) -> None: ...
 
 
@@ -153,6 +162,9 @@ class Refresh:
     fresh: bool = False  # start over, whatever the work folder holds
     #: with ``inputs.replay``: replay the op map's calls again (False: ``--no-replay``)
     replay_again: bool = True
+    #: replay every call, those that replayed ok before too (``--replay-all``; Note
+    #: [A refresh replays what can change a decision])
+    replay_all: bool = False
 
 
 @dataclass
@@ -262,12 +274,25 @@ def _refresh(
     _new_replay(ctx)  # a resumed refresh goes on only from the replay its replay step made
     for step in todo:
         say(f"ootest: refresh: {step}")
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu_seconds()
         steps[step](ctx)
         state.facts.setdefault("seconds", {})[step] = round(time.perf_counter() - started, 2)
+        state.facts.setdefault("cpu_seconds", {})[step] = round(_cpu_seconds() - cpu, 2)
         state.finish(step)
     out.changed = bool(state.facts.get("changed"))
     return out
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its children waited for (a step's child
+    processes: the capture, the replay, the run; each waits for its own)."""
+    import resource
+
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        use = resource.getrusage(who)
+        total += use.ru_utime + use.ru_stime
+    return total
 
 
 # ------------------------------------------------------------------ state
@@ -471,6 +496,8 @@ def _inputs_of(job: Refresh) -> dict[str, str]:
         out[flag] = "-" if value is None else str(value)
     if not job.replay_again:
         out["--no-replay"] = "given"  # (absent otherwise: as refreshes begun before it)
+    if job.replay_all:
+        out["--replay-all"] = "given"
     return out
 
 
@@ -620,7 +647,7 @@ def _capture(c: _Ctx) -> None:
     if "decide" in c.state.done:  # a refresh begun before this step existed
         return
     d = delta(c.job.memory, c.new_db)
-    if not d.fresh and not d.moves:
+    if d.empty():
         c.say("  nothing added, modified or moved: the op map stays as it is")
         return
     how = inputs.capture
@@ -634,6 +661,7 @@ def _capture(c: _Ctx) -> None:
         "asked": f.asked,
         "captured": f.captured,
         "moved": f.moved,
+        "restamped": f.restamped,
         "seconds": round(f.seconds, 2),
     }
     c.say(f"  {f.summary()}")
@@ -642,7 +670,21 @@ def _capture(c: _Ctx) -> None:
 def _replay(c: _Ctx) -> None:
     """Note [A known failure is re-checked by the replay]: the op map's calls
     replayed again on the device, so that what failed there before is checked again
-    at each refresh (and what works now comes back)."""
+    at each refresh (and what works now comes back).
+
+    Note [A refresh replays what can change a decision]
+    A call that replayed ok before decides nothing by itself: its variants run, as
+    mandatory or by the rest of their evidence. Replaying it again could only turn
+    a test that worked into a skip, and a backend that broke what worked should
+    see that test fail in CI (what the config is for), not have it skipped by the
+    refresh. So a refresh replays the calls the previous replay (``--replay``, on
+    the same device, complete) did not replay ok -- the known failures, crashes,
+    mismatches, the calls it could not use -- and the calls it does not hold (the
+    delta's new calls); the calls that replayed ok keep that row (``ootest ops
+    replay --keep-ok``). On the whole of ``test_unary_ufuncs.py`` that is about
+    half of the calls (bench/README). ``--replay-all`` replays every call (after a
+    change to the backend whose breakage should become skips).
+    """
     from ootest.opmap.replay import read_replay
 
     inputs = c.job.inputs
@@ -679,7 +721,10 @@ def _replay(c: _Ctx) -> None:
         timeout = DEFAULT_REPLAY_TIMEOUT
     c.replay.unlink(missing_ok=True)
     started = time.perf_counter()
-    c.replayer(ops, c.replay, device=device, timeout=timeout, say=c.say)
+    keep = None
+    if not c.job.replay_all and old.get("device") == device and old.get("complete"):
+        keep = inputs.replay  # Note [A refresh replays what can change a decision]
+    c.replayer(ops, c.replay, device=device, timeout=timeout, say=c.say, keep=keep)
     rep = read_replay(c.replay)
     if not rep.header.get("complete"):
         raise UserError(
@@ -687,10 +732,15 @@ def _replay(c: _Ctx) -> None:
             "run the same command again to replay again"
         )
     counts = ", ".join(f"{n} {k}" for k, n in rep.counts().items() if n)
+    kept = int(rep.header.get("kept_ok") or 0)
+    n = len(rep.results)
+    what = f"{n - kept} of {n} recorded calls" if kept else f"{n} recorded calls"
+    again = f" ({kept} that replayed ok before kept as they were)" if kept else ""
     c.facts["replay"] = {
         "device": device,
-        "calls": len(rep.results),
-        "summary": f"replayed {len(rep.results)} recorded calls on {device}: {counts}",
+        "calls": n,
+        "kept_ok": kept,
+        "summary": f"replayed {what} on {device}{again}: {counts}",
         "seconds": round(time.perf_counter() - started, 2),
         "digest": _digest(c.replay),
     }
@@ -717,15 +767,22 @@ def _new_replay(c: _Ctx) -> Path | None:
 
 
 def _ootest_replay(
-    ops: Path, out: Path, *, device: str, timeout: float, say: Callable[[str], None]
+    ops: Path,
+    out: Path,
+    *,
+    device: str,
+    timeout: float,
+    say: Callable[[str], None],
+    keep: Path | None = None,
 ) -> None:
     """The default :class:`Replayer`: ``ootest ops replay --db OPS --device D --out
-    OUT`` in a child process (torch is imported only in its workers)."""
+    OUT [--keep-ok KEEP]`` in a child process (torch is imported only in its workers)."""
     from ootest.select.fresh import ootest_child
 
+    more = ["--keep-ok", str(keep)] if keep is not None else []
     ootest_child(
         ["ops", "replay", "--db", str(ops), "--device", device, "--out", str(out),
-         "--timeout", str(timeout), "-q"],
+         "--timeout", str(timeout), "-q", *more],
         f"the replay on {device} failed (ootest ops replay exit status {{rc}}; pass "
         "--no-replay to keep the replay you have)",
     )  # fmt: skip
@@ -820,18 +877,22 @@ def _run(c: _Ctx) -> None:
         f"decided again on {c.job.inputs.backend.device or cfg.suite.device or 'the device'}"
     )
     c.results.parent.mkdir(parents=True, exist_ok=True)
+    # only those variants: the file's others are not even reported (23,000 skipped
+    # results of a whole OpInfo file cost more than the 100 that run)
+    only = c.work / "run-only.txt"
+    write_atomic(only, "".join(f"{m.variant_id}\n" for m in chosen))
     c.runner(
         path,
         c.results,
         device=c.job.inputs.backend.device,
         timeout=timeout,
-        pytest_args=list(c.job.pytest_args),
+        pytest_args=[*c.job.pytest_args, "--ootest-only", str(only)],
         resume=resume,
     )
     _unlink(path)
     from ootest.record.results import RunData
 
-    ran = {m.variant_id for m in chosen}  # the file's other tests are skipped results
+    ran = {m.variant_id for m in chosen}
     got = RunData.load(c.results).results
     counts = Counter(r["outcome"] for vid, r in got.items() if vid in ran)
     c.facts["run"]["outcomes"] = dict(sorted(counts.items()))

@@ -854,8 +854,13 @@ def _replay_moved(config: Path, sources: Sources, before: Path | None = None) ->
     head = _read(config).split("test_suite_config:", 1)[0]
     if f"# {REPLAY_LINE}{file_digest(sources.replay)}\n" in head:
         return set()
-    got = replayed(sources.ops, sources.replay)
     rows = _rows_changed(sources.ops, before, sources.replay) if before is not None else set()
+    if before is not None and f"# {REPLAY_LINE}{file_digest(before)}\n" in head:
+        # the config's replay evidence is of ``before``: only a variant with a call
+        # whose row changed can have other evidence now (those whose op-map records
+        # changed are decided again as the delta); not every variant read again
+        return rows
+    got = replayed(sources.ops, sources.replay)
     moved: set[str] = set()
     for ev, _d, _fp in read_sidecar(sidecar_path(config)):
         vid = ev.variant_id
