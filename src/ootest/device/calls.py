@@ -233,16 +233,17 @@ def elements(spec: Any) -> int:
 
 
 def decode_call(
-    spec: dict[str, Any], device: str, seed: int, *, zeros: bool = False
+    spec: dict[str, Any], device: str, seed: int, *, placement: bool = False
 ) -> tuple[Any, Any]:
     """The call twice: ``((args, kwargs) on the CPU, (args, kwargs) on the device)``,
     with equal values (Note [Call examples]). ``Unplaced`` when the device cannot
     take an input; ``decode_call(spec, "cpu", seed)`` still gives the CPU's.
-    ``zeros``: tensors without kept values are zeros, not seeded values (whether
-    the device can take them: Note [A refresh replays what can change a decision])."""
+    ``placement``: only whether the device takes the inputs (Note [A refresh
+    replays what can change a decision]): tensors without kept values are left
+    uninitialized, not seeded."""
     import torch
 
-    gen = None if zeros else torch.Generator().manual_seed(seed)
+    gen = None if placement else torch.Generator().manual_seed(seed)
     unplaced: list[Unplaced] = []  # the first input the device could not take
 
     def tensor(a: dict[str, Any]) -> tuple[Any, Any]:
@@ -349,15 +350,15 @@ def _build_values(a: dict[str, Any], device: str, gen: Any) -> tuple[Any, Any]:
 
 
 def _values(a: dict[str, Any], dtype: Any, shape: list[int], gen: Any) -> Any:
-    """A CPU tensor of ``shape``: the kept values, or seeded random ones (zeros
-    without a generator)."""
+    """A CPU tensor of ``shape``: the kept values, or seeded random ones (without a
+    generator: uninitialized, for :func:`decode_call`'s ``placement``)."""
     import torch
 
     if "v" in a:
         vals = [float(x) if isinstance(x, str) else x for x in a["v"]]
         return torch.tensor(vals, dtype=dtype).reshape(shape)
-    if gen is None:
-        return torch.zeros(shape, dtype=dtype)
+    if gen is None:  # whether the device takes it: its values do not matter
+        return torch.empty(shape, dtype=dtype)
     if dtype is torch.bool:
         return torch.randint(0, 2, shape, generator=gen).bool()
     if dtype.is_floating_point:

@@ -235,12 +235,12 @@ def _still_unplaced(
 ) -> dict[str, Any] | None:
     """A call an earlier replay recorded ``failed`` because the device could not take
     its inputs (``was``: that row's ``error`` and ``detail``; the CPU ran it):
-    inputs of the same dtypes, shapes and strides (zeros: a dtype the device cannot
-    hold does not depend on values) put on the device again. The same error: the
-    same row, without running the op on either side; anything else (the device
-    takes them now, or fails otherwise): None, replay it whole."""
+    inputs of the same dtypes, shapes and strides put on the device again (left
+    uninitialized: a dtype the device cannot hold does not depend on values). The
+    same error: the same row, without running the op on either side; anything
+    else (the device takes them now, or fails otherwise): None, replay it whole."""
     try:
-        decode_call(spec, device, seed, zeros=True)
+        decode_call(spec, device, seed, placement=True)
     except Unplaced as u:
         row = {"status": "failed", "error": type(u.error).__name__,
                "detail": f"{UNPLACED}: {_short(str(u.error))}"}  # fmt: skip

@@ -3,7 +3,8 @@
 Each group of test files is collected by one child process (test bodies never
 run)::
 
-    python -m pytest --collect-only -q -p no:cacheprovider --continue-on-collection-errors
+    python -m pytest --collect-only -q -p no:cacheprovider -p no:unraisableexception
+        --continue-on-collection-errors
         --ootest-variants OUT.jsonl [--ootest-device D] [--ootest-config C] [ARGS] FILE...
 
 The plugin writes one ``{"kind": "variant", ...}`` line per collected item and one
@@ -92,6 +93,10 @@ def command(files: Sequence[SourceFile], out: Path, settings: CollectSettings) -
         "-q",
         "-p",
         "no:cacheprovider",
+        # nothing runs, so no exception goes unraised; its collections at the end
+        # cost a second or more over the heap of a whole OpInfo file's items
+        "-p",
+        "no:unraisableexception",
         "--continue-on-collection-errors",
         "--ootest-variants",
         str(out),

@@ -403,8 +403,30 @@ def write_replay(path: Path, rep: Replay) -> None:
     write_atomic(path, "\n".join(lines) + "\n")
 
 
+#: the replays read in this process: (path, inode, size, mtime) -> the replay (a refresh
+#: reads the same 75,000-call file from several steps)
+_READ: dict[tuple[str, int, int, int], Replay] = {}
+_READ_MAX = 4
+
+
 def read_replay(path: Path) -> Replay:
-    """A replay file; one clear error for anything else."""
+    """A replay file; one clear error for anything else. The same file unchanged is
+    read once per process: do not change what this returns."""
+    try:
+        st = path.stat()
+        key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError as e:
+        raise UserError(f"--replay {path}: cannot read it: {e.strerror or e}") from None
+    hit = _READ.get(key)
+    if hit is None:
+        hit = _parse_replay(path)
+        if len(_READ) >= _READ_MAX:
+            _READ.pop(next(iter(_READ)))
+        _READ[key] = hit
+    return hit
+
+
+def _parse_replay(path: Path) -> Replay:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as e:

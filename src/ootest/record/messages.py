@@ -62,9 +62,13 @@ def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
 
 
 def _names(func: Any) -> set[str]:
-    """The names ``func``'s code uses, with ``assertRaisesRegex`` standing for the
-    other ways it may match a message (Note [Tests that match messages])."""
-    code = getattr(inspect.unwrap(func), "__code__", None) if callable(func) else None
+    """The names ``func``'s code (or ``func``, a code object) uses, with
+    ``assertRaisesRegex`` standing for the other ways it may match a message
+    (Note [Tests that match messages])."""
+    if isinstance(func, types.CodeType):
+        code: Any = func
+    else:
+        code = getattr(inspect.unwrap(func), "__code__", None) if callable(func) else None
     if not isinstance(code, types.CodeType):
         return set()
     names: set[str] = set()
@@ -81,12 +85,21 @@ def _names(func: Any) -> set[str]:
     return names
 
 
-@functools.lru_cache(maxsize=4096)  # every dtype of a test shares its function
 def checks_messages(func: Any, owner: type | None = None) -> bool:
     """Whether ``func`` (a test function, decorated or not) or a method of
     ``owner`` it calls as ``self.X`` uses one of ``MESSAGE_CHECKS``."""
     try:
-        names = _names(func)
+        code = getattr(inspect.unwrap(func), "__code__", None) if callable(func) else None
+        # every variant of a template (each op and dtype its own wrapper) has its code
+        return _checks(code, owner) if isinstance(code, types.CodeType) else False
+    except Exception:  # a hostile decorator's __wrapped__ cycle, an unhashable owner
+        return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _checks(code: types.CodeType, owner: type | None) -> bool:
+    try:
+        names = _names(code)
         if names & _CHECKS:
             return True
         if owner is None:
