@@ -471,6 +471,9 @@ def test_a_known_failure_comes_back_when_the_device_gains_the_kernel(
         "begin", "index", "diff", "capture", "replay", "decide", "run", "refine", "write"
     ]  # fmt: skip
     assert still.asked == [(at / "ops.db", "emu:faulty")]  # the config's device
+    # Note [A refresh replays what can change a decision]: the old replay is kept
+    # from (its ok calls), the failed call replayed again
+    assert still.kept == [at / "replay.jsonl"]
     assert "  replayed 1 recorded calls on emu:faulty: 1 failed" in said
     assert not done.changed  # the same failure: nothing decided again, nothing written
     assert {p.name: p.read_bytes() for p in at.iterdir() if p.is_file()} == before
@@ -496,6 +499,10 @@ def test_a_known_failure_comes_back_when_the_device_gains_the_kernel(
     assert r"- **replay**: replayed 1 recorded calls on emu\:faulty\: 1 ok; 1 variants " in body
     assert r"0 added\; 0 modified\; 1 by the replay\; 0 removed" in body
     assert r"| changed\: skip replay\_failed \-&gt; mandatory\_success ops\_supported | 1 |" in body
+
+    every = Replays()  # --replay-all: every call replayed again, none kept
+    _again(replace(job, fresh=True, replay_all=True), every, Device(), [])
+    assert every.kept == [None] and len(every.asked) == 1
 
 
 def test_every_variant_whose_replayed_calls_changed_is_decided_again(
