@@ -605,7 +605,7 @@ class OpStore:
         sigs = {int(i): str(d).split(",") for i, d in c.execute("SELECT id, dtypes FROM sig")}
         if only is not None and len(only) * 4 < self.variant_count():
             vids: dict[int, str] = {}
-            rows: list[tuple[Any, Any, Any]] = []
+            listed: list[tuple[Any, Any, Any]] = []
             for part in _chunks(sorted(only)):
                 marks = ",".join("?" * len(part))
                 found = c.execute(
@@ -614,20 +614,21 @@ class OpStore:
                 vids.update((int(i), str(v)) for i, v in found)
                 ids = [int(i) for i, _ in found]
                 if ids:
-                    rows += c.execute(
+                    listed += c.execute(
                         "SELECT variant, op, sig FROM call_sig "
                         f"WHERE variant IN ({','.join('?' * len(ids))}) ORDER BY variant",
                         ids,
                     ).fetchall()
+            rows: Iterable[tuple[Any, Any, Any]] = listed
         else:
-            rows = c.execute("SELECT variant, op, sig FROM call_sig ORDER BY variant").fetchall()
-            if not rows:
-                return {}
             vids = {int(i): str(v) for i, v in c.execute("SELECT id, variant_id FROM variant")}
+            # streamed from the cursor: the rows of 250,000 variants are never a list
+            rows = c.execute("SELECT variant, op, sig FROM call_sig ORDER BY variant")
         # rows come in key order (variant, op, sig): a variant's rows are
         # consecutive; each (op, sig) becomes its pairs once, shared by every variant
         cache: dict[tuple[int, int], tuple[tuple[str, str], ...]] = {}
         pairs: dict[int, tuple[tuple[str, str], ...]] = {}
+        same: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
         for v, group in groupby(rows, key=itemgetter(0)):
             got: list[tuple[str, str]] = []
             for _, o, g in group:
@@ -635,7 +636,8 @@ class OpStore:
                 if p is None:
                     p = cache[(o, g)] = tuple((names[o], d) for d in sigs[g])
                 got += p
-            pairs[v] = tuple(sorted(set(got)))
+            mine = tuple(sorted(set(got)))
+            pairs[v] = same.setdefault(mine, mine)  # variants of one op share theirs
         out = {vids[v]: p for v, p in pairs.items()}
         if only is not None:
             out = {k: p for k, p in out.items() if k in only}

@@ -159,7 +159,8 @@ def load_op_map(
     from ootest.opmap.store import OpStore
 
     with OpStore.open(db) as store:
-        ops = {vid: o for vid, o, _unc, _partial in store.op_sets()}
+        same: dict[frozenset[str], frozenset[str]] = {}  # variants of one op share a set
+        ops = {vid: same.setdefault(o, o) for vid, o, _unc, _partial in store.op_sets()}
         pairs = store.call_dtypes()
     return ops, pairs
 

@@ -33,10 +33,10 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ootest.errors import UserError
 from ootest.llm import LLMSettings
@@ -367,26 +367,40 @@ def write(selection: Selection, out: Path) -> Written:
     counts = Counter(d.mode for _, d in s.rows)
     paths = {p.file: f"${{{s.root_var}}}/{p.file}" for p in placed}
     text = splice(render(placed, paths, s.header(counts), s.precision, s.device), s.kept)
-    side = "".join(
-        json.dumps(
-            {
-                **evidence_row(ev, d, s.fingerprints.get(d.variant_id, "")),
-                **s.extra.get(d.variant_id, {}),
-            },
-            sort_keys=True,
-        )
-        + "\n"
-        for ev, d in sorted(s.rows, key=lambda r: r[1].variant_id)
-    )
-    _write(out, text, side)
+
+    def lines() -> Iterator[str]:
+        for ev, d in sorted(s.rows, key=lambda r: r[1].variant_id):
+            row = evidence_row(ev, d, s.fingerprints.get(d.variant_id, ""))
+            yield json.dumps({**row, **s.extra.get(d.variant_id, {})}, sort_keys=True) + "\n"
+
+    _write(out, text, lines())
     return Written(out, counts, Counter(d.reason.split(":")[0] for _, d in s.rows))
 
 
-def _write(out: Path, text: str, sidecar: str) -> None:
+#: bytes of sidecar lines gathered before one write (the sidecar of 250,000
+#: variants is 200 MB: never held whole, as text, list and bytes at once)
+_CHUNK = 1 << 20
+
+
+def _write(out: Path, text: str, sidecar: Iterable[str]) -> None:
     from ootest.atomic import write_outputs
     from ootest.select.refine import sidecar_path
+    from ootest.select.since import _write_all
 
-    write_outputs([(out, text), (sidecar_path(out), sidecar)], "--out")  # both or neither
+    def stream(fh: BinaryIO) -> None:
+        part: list[bytes] = []
+        size = 0
+        for line in sidecar:
+            b = line.encode("utf-8")
+            part.append(b)
+            size += len(b)
+            if size >= _CHUNK:
+                _write_all(fh, b"".join(part))
+                part, size = [], 0
+        if part:
+            _write_all(fh, b"".join(part))
+
+    write_outputs([(out, text), (sidecar_path(out), stream)], "--out")  # both or neither
 
 
 # ------------------------------------------------------------------ refine

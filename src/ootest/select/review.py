@@ -164,11 +164,11 @@ Row = tuple[str, str, str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]
 
 
 def _rows(config: Path) -> list[Row]:
-    from ootest.select.refine import read_sidecar
+    from ootest.select.refine import iter_sidecar
 
     return [
         (d.variant_id, d.mode, d.reason, d.evidence, ev.missing_ops, ev.missing_dtypes)
-        for ev, d, _fp in read_sidecar(sidecar_path(config))
+        for ev, d, _fp in iter_sidecar(sidecar_path(config))
     ]
 
 

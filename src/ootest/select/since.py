@@ -83,7 +83,7 @@ from ootest.select.gather import (
     gather,
 )
 from ootest.select.patch import patch
-from ootest.select.refine import decide_seen, read_sidecar, sidecar_path
+from ootest.select.refine import decide_seen, iter_sidecar, read_sidecar, sidecar_path
 from ootest.select.rules import Decision, Evidence, decide
 
 #: The model judge as an upgrade asks it (Note [Model judge]): the re-decided
@@ -862,7 +862,7 @@ def _replay_moved(config: Path, sources: Sources, before: Path | None = None) ->
         return rows
     got = replayed(sources.ops, sources.replay)
     moved: set[str] = set()
-    for ev, _d, _fp in read_sidecar(sidecar_path(config)):
+    for ev, _d, _fp in iter_sidecar(sidecar_path(config)):
         vid = ev.variant_id
         if vid in rows:
             moved.add(vid)
