@@ -108,6 +108,14 @@ def write_atomic(path: Path, data: bytes | str | Callable[[BinaryIO], object]) -
 Data = bytes | str | Callable[[BinaryIO], object]
 
 
+def write_all(fh: BinaryIO, data: bytes) -> None:
+    """All of ``data`` into ``fh`` (a callable's file is unbuffered: a write may take
+    less than asked)."""
+    view = memoryview(data)
+    while view:
+        view = view[fh.write(view) or 0 :]
+
+
 def write_all_atomic(items: Sequence[tuple[Path, Data]]) -> None:
     """:func:`write_atomic` for files that belong together (a config and its evidence
     sidecar): every one is written to its temporary file first, and only when all

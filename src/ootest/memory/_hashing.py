@@ -170,24 +170,13 @@ class Canonizer:
     object whose description did not depend on where it was reached from (no
     cycle or depth cut inside it), so shared parts are described once."""
 
-    def __init__(
-        self,
-        attrs: Callable[[Any], dict[str, Any] | None] | None = None,
-        shared: Canonizer | None = None,
-    ) -> None:
+    def __init__(self, attrs: Callable[[Any], dict[str, Any] | None] | None = None) -> None:
         #: the attributes to describe an object by, when not all its public ones
         #: (None: all); e.g. an OpInfo as one device sees it
         self.attrs = attrs
         self.active: set[int] = set()
         self.cuts = 0  # cycle and depth cuts made so far
         self.memo: dict[int, tuple[Any, Json]] = {}
-        #: objects described by ``attrs`` so far; an object during whose description
-        #: this did not change is described alike by any canonizer (``plain``)
-        self.viewed = 0
-        self.plain: dict[int, tuple[Any, Json]] = {}
-        #: another canonizer whose ``plain`` descriptions this one reuses (the same
-        #: objects seen through two views of the entries: described once)
-        self.shared = shared
 
     def of(self, obj: Any, depth: int) -> Json:
         if obj is None or isinstance(obj, (bool, int, str)):
@@ -208,23 +197,19 @@ class Canonizer:
         if isinstance(obj, type):
             return {"class": qualname(obj)}
         hit = self.memo.get(id(obj))
-        if hit is None and self.shared is not None:
-            hit = self.shared.plain.get(id(obj))
         if hit is not None and hit[0] is obj:
             return hit[1]
         if depth >= _MAX_DEPTH or id(obj) in self.active:
             self.cuts += 1
             return {"cut": type(obj).__qualname__}
         self.active.add(id(obj))
-        cuts, viewed = self.cuts, self.viewed
+        cuts = self.cuts
         try:
             out = self._compound(obj, depth + 1)
         finally:
             self.active.discard(id(obj))
         if self.cuts == cuts:  # the same wherever it is reached from
             self.memo[id(obj)] = (obj, out)
-            if self.viewed == viewed:  # and whatever the view of the entries
-                self.plain[id(obj)] = (obj, out)
         return out
 
     def _compound(self, obj: Any, depth: int) -> Json:
@@ -272,7 +257,6 @@ class Canonizer:
         chosen = self.attrs(obj) if self.attrs is not None else None
         if chosen is not None:
             public = chosen
-            self.viewed += 1
         if not public and not attrs:
             return {"obj": qualname(type(obj))}
         return {"obj": qualname(type(obj)), "attrs": {k: self.of(public[k], depth) for k in public}}

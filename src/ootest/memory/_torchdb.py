@@ -220,8 +220,7 @@ def _test_canon(backend: str | None) -> Canonizer:
     found = _DEVICE_CANONS.get(key)
     if found is None:
         found = _DEVICE_CANONS[key] = Canonizer(
-            lambda obj: test_view(obj, backend) if _is_entry(obj) else None,
-            shared=_device_canon(backend),  # what is not an entry: described once
+            lambda obj: test_view(obj, backend) if _is_entry(obj) else None
         )
     return found
 

@@ -383,9 +383,8 @@ _CHUNK = 1 << 20
 
 
 def _write(out: Path, text: str, sidecar: Iterable[str]) -> None:
-    from ootest.atomic import write_outputs
+    from ootest.atomic import write_all, write_outputs
     from ootest.select.refine import sidecar_path
-    from ootest.select.since import _write_all
 
     def stream(fh: BinaryIO) -> None:
         part: list[bytes] = []
@@ -395,10 +394,10 @@ def _write(out: Path, text: str, sidecar: Iterable[str]) -> None:
             part.append(b)
             size += len(b)
             if size >= _CHUNK:
-                _write_all(fh, b"".join(part))
+                write_all(fh, b"".join(part))
                 part, size = [], 0
         if part:
-            _write_all(fh, b"".join(part))
+            write_all(fh, b"".join(part))
 
     write_outputs([(out, text), (sidecar_path(out), stream)], "--out")  # both or neither
 

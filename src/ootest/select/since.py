@@ -72,6 +72,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ootest.atomic import write_all
 from ootest.errors import UserError
 from ootest.select.gather import (
     Candidate,
@@ -350,7 +351,7 @@ class _Sidecar:
                 new.append(data)
                 continue
             if new:
-                _write_all(f, b"".join(new))
+                write_all(f, b"".join(new))
                 new = []
             while dst >= 0 and start < end:
                 try:
@@ -363,9 +364,9 @@ class _Sidecar:
                     break
                 start += n
             if start < end:
-                _write_all(f, self.data[start:end])
+                write_all(f, self.data[start:end])
         if new:
-            _write_all(f, b"".join(new))
+            write_all(f, b"".join(new))
 
     def text(self) -> bytes:
         """The sidecar with the edits applied, as bytes."""
@@ -381,12 +382,6 @@ class _Sidecar:
         if isinstance(self.data, mmap.mmap):
             self.data.close()
         self.data = b""
-
-
-def _write_all(f: BinaryIO, data: bytes) -> None:
-    view = memoryview(data)
-    while view:  # an unbuffered file may take less than asked
-        view = view[f.write(view) or 0 :]
 
 
 def _row(
